@@ -1,0 +1,125 @@
+/* `rtlab-probe load SPEC... [--duration D]`: run loads alone until signalled. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "jsonw.h"
+#include "opts.h"
+#include "runner.h"
+#include "timeutil.h"
+
+struct load_params {
+	int64_t duration_ns;
+	bool duration_set;
+	const char *json_path;
+	bool quiet;
+};
+
+#define LP(f) offsetof(struct load_params, f)
+
+static const struct opt_desc load_opts[] = {
+	{ "duration", OPT_DURATION, NSEC_PER_MSEC, 366 * 24 * 3600 * NSEC_PER_SEC, "DUR",
+	  "stop after DUR (default: run until SIGINT/SIGTERM)", LP(duration_ns), LP(duration_set) },
+	{ "json", OPT_STRING, 0, 0, "FILE", "write what ran (work units per load) to FILE",
+	  LP(json_path), OPT_NO_SET },
+	{ "quiet", OPT_FLAG, 0, 0, NULL, "print nothing", LP(quiet), OPT_NO_SET },
+	OPT_END,
+};
+
+static void load_usage(const struct opt_table *t)
+{
+	printf("usage: rtlab-probe load SPEC... [options]\n\n"
+	       "Run load generators (SCHED_OTHER, in a process group that dies with the probe).\n"
+	       "SPEC is KIND:ARGS[@CPUS]; kinds:\n");
+	for (int i = 0; probe_load_kinds[i]; i++)
+		printf("  %-24s %s\n", probe_load_kinds[i]->syntax, probe_load_kinds[i]->summary);
+	printf("\noptions:\n");
+	opts_help(stdout, t, 1);
+}
+
+static int write_json(const char *path, const struct load_group *g, const struct load_list *l)
+{
+	char tmp[4200];
+	FILE *f;
+	struct jw w;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	f = strcmp(path, "-") ? fopen(tmp, "w") : stdout;
+	if (!f)
+		return -errno;
+	jw_init(&w, f);
+	jw_obj_begin(&w);
+	jw_kint(&w, "schema", 1);
+	jw_kstr(&w, "tool", "rtlab-probe");
+	jw_kstr(&w, "version", RTLAB_PROBE_VERSION);
+	jw_key(&w, "loads");
+	load_group_json(&w, g, l);
+	jw_obj_end(&w);
+	fputc('\n', f);
+	if (f == stdout)
+		return fflush(f) ? -errno : 0;
+	if (fclose(f) || rename(tmp, path)) {
+		int e = errno;
+
+		(void)unlink(tmp);
+		return -e;
+	}
+	return 0;
+}
+
+int run_loads_only(int argc, char **argv)
+{
+	static struct load_list list;
+	struct load_params p = { 0 };
+	struct opt_table t = { load_opts, &p };
+	struct load_group g;
+	struct cpulist online;
+	const char *pos[LOAD_MAX_SPECS];
+	int npos = LOAD_MAX_SPECS, rc;
+	char err[512];
+	sigset_t sigs;
+
+	if (cpulist_online(NULL, &online)) {
+		fprintf(stderr, "rtlab-probe load: cannot read the online CPUs\n");
+		return EXIT_INTERNAL;
+	}
+	rc = opts_parse(argc, argv, &t, 1, &online, pos, &npos, err, sizeof(err));
+	if (rc == 1) {
+		load_usage(&t);
+		return EXIT_OK;
+	}
+	if (!rc && !npos)
+		snprintf(err, sizeof(err), "no load given (e.g. forkcopy:4)"), rc = -EINVAL;
+	for (int i = 0; !rc && i < npos; i++)
+		rc = load_spec_parse(pos[i], &online, &list.spec[list.n++], err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "rtlab-probe load: %s\n", err);
+		return EXIT_USAGE;
+	}
+	if (load_group_start(&g, &list, err, sizeof(err))) {
+		fprintf(stderr, "rtlab-probe load: %s\n", err);
+		return EXIT_UNSUPPORTED;
+	}
+	if (!p.quiet)
+		fprintf(stderr, "rtlab-probe load: %d processes in group %d; stop with SIGINT/SIGTERM\n",
+			g.nworkers, (int)g.pgid);
+	(void)sigemptyset(&sigs);
+	(void)sigaddset(&sigs, SIGINT);
+	(void)sigaddset(&sigs, SIGTERM);
+	(void)sigaddset(&sigs, SIGHUP);
+	for (int64_t end = g.start_ns + p.duration_ns;;) {
+		int64_t left = p.duration_set ? end - mono_now_ns() : NSEC_PER_SEC;
+		struct timespec ts = ns_to_ts(left > 0 ? left : 0);
+
+		if (left <= 0 || sigtimedwait(&sigs, NULL, &ts) > 0)
+			break;
+	}
+	load_group_stop(&g);
+	if (p.json_path && (rc = write_json(p.json_path, &g, &list))) {
+		fprintf(stderr, "rtlab-probe load: cannot write \"%.300s\" (%s)\n", p.json_path, strerror(-rc));
+		return EXIT_INTERNAL;
+	}
+	return EXIT_OK;
+}

@@ -1,0 +1,64 @@
+/*
+ * Load specs (KIND:ARGS[@CPUS]) and the process group that runs them.
+ * Every worker is SCHED_OTHER, in one process group the probe owns, with
+ * PR_SET_PDEATHSIG so that nothing outlives the probe, even after SIGKILL.
+ */
+#ifndef RTLAB_LOADRUN_H
+#define RTLAB_LOADRUN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cpulist.h"
+
+#define LOAD_MAX_SPECS 16
+#define LOAD_MAX_PROCS 4096
+#define LOAD_TEXT_MAX 160
+
+struct load_kind;
+struct jw;
+
+struct load_spec {
+	const struct load_kind *kind;
+	char text[LOAD_TEXT_MAX]; /* as given */
+	int nprocs;               /* worker processes to fork */
+	bool has_cpus;
+	struct cpulist cpus;      /* @CPUS, or all online CPUs */
+	_Alignas(8) unsigned char cfg[64]; /* kind-specific parsed arguments */
+};
+
+struct load_list {
+	int n;
+	struct load_spec spec[LOAD_MAX_SPECS];
+};
+
+/* Parse TEXT into OUT, checking @CPUS against ONLINE. 0 or -EINVAL with a reason. */
+int load_spec_parse(const char *text, const struct cpulist *online, struct load_spec *out,
+		    char *err, size_t errlen);
+
+struct load_group {
+	pid_t pgid;               /* 0 while nothing runs */
+	int nworkers;
+	pid_t *pids;              /* worker PIDs, 0 once reaped */
+	int *spec_of;             /* spec index of each worker */
+	volatile uint64_t *iters; /* shared with the workers: work units done */
+	int64_t start_ns, stop_ns; /* CLOCK_MONOTONIC */
+};
+
+/*
+ * Fork every worker of L. Call from the main thread before any other thread
+ * exists: PR_SET_PDEATHSIG fires when the forking thread ends.
+ */
+int load_group_start(struct load_group *g, const struct load_list *l, char *err, size_t errlen);
+
+/* SIGTERM, then SIGKILL after a grace period, to the whole group; reap everything. */
+void load_group_stop(struct load_group *g);
+
+/* "loads": what ran, per spec (workers, work units, rate). */
+void load_group_json(struct jw *w, const struct load_group *g, const struct load_list *l);
+
+/* Params entry for one spec. */
+void load_spec_json(struct jw *w, const struct load_spec *s);
+
+#endif

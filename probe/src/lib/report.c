@@ -1,0 +1,326 @@
+/* The result document (schema in docs/result-format.md) and the human summary. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "host.h"
+#include "jsonw.h"
+#include "run.h"
+#include "timeutil.h"
+
+#define RESULT_SCHEMA 1
+
+static const struct {
+	const char *key;
+	double q;
+} quantiles[] = { { "50", 0.5 }, { "90", 0.9 }, { "99", 0.99 }, { "99.9", 0.999 }, { "99.99", 0.9999 } };
+
+static const char *signal_name(int sig)
+{
+	return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "signal";
+}
+
+static uint64_t thread_count(const struct mthread *t)
+{
+	return atomic_load(&t->pub_count);
+}
+
+static void policy_json(struct jw *w, const struct policy_spec *p)
+{
+	jw_obj_begin(w);
+	jw_kstr(w, "name", policy_name(p->policy));
+	jw_kint(w, "priority", p->priority);
+	jw_kint(w, "nice", p->nice);
+	if (p->policy == SCHED_DEADLINE) {
+		jw_kuint(w, "runtime_ns", p->runtime_ns);
+		jw_kuint(w, "deadline_ns", p->deadline_ns);
+		jw_kuint(w, "period_ns", p->period_ns);
+	}
+	jw_obj_end(w);
+}
+
+static void hist_json(struct jw *w, const struct hist *h)
+{
+	jw_obj_begin(w);
+	jw_kstr(w, "unit", "ns");
+	jw_kuint(w, "overflow", h->overflow);
+	jw_key(w, "buckets");
+	jw_arr_begin(w);
+	for (int i = 0; i < HIST_NBUCKETS; i++) {
+		int64_t lo, hi;
+
+		if (!h->count[i])
+			continue;
+		hist_bounds(i, &lo, &hi);
+		jw_arr_begin(w);
+		jw_int(w, lo);
+		jw_int(w, hi);
+		jw_uint(w, h->count[i]);
+		jw_arr_end(w);
+	}
+	jw_arr_end(w);
+	jw_obj_end(w);
+}
+
+static int cmp_worst(const void *a, const void *b)
+{
+	const struct worst_entry *x = a, *y = b;
+
+	if (x->latency_ns != y->latency_ns)
+		return x->latency_ns < y->latency_ns ? 1 : -1;
+	return x->cycle < y->cycle ? -1 : x->cycle > y->cycle;
+}
+
+static void series_json(struct jw *w, const struct series *s)
+{
+	static const char *const keys[] = { "min_ns", "mean_ns", "max_ns", "count" };
+
+	jw_obj_begin(w);
+	jw_kint(w, "period_ns", s->period_ns);
+	jw_kbool(w, "truncated", s->truncated);
+	for (int k = 0; k < 4; k++) {
+		jw_key(w, keys[k]);
+		jw_arr_begin(w);
+		for (uint32_t i = 0; i < s->n; i++) {
+			if (k == 3)
+				jw_uint(w, s->count[i]);
+			else if (!s->count[i])
+				jw_null(w);
+			else if (k == 0)
+				jw_int(w, s->min[i]);
+			else if (k == 1)
+				jw_double(w, round((double)s->sum[i] / (double)s->count[i]));
+			else
+				jw_int(w, s->max[i]);
+		}
+		jw_arr_end(w);
+	}
+	jw_obj_end(w);
+}
+
+static void thread_json(struct jw *w, const struct mthread *t)
+{
+	uint64_t n = thread_count(t);
+	double mean = n ? (double)t->sum_ns / (double)n : NAN;
+	double var = n > 1 ? (t->sumsq - (double)n * mean * mean) / (double)(n - 1) : NAN;
+	struct worst_entry worst[WORST_N];
+
+	jw_obj_begin(w);
+	jw_kint(w, "index", t->index);
+	jw_key(w, "cpu");
+	if (t->cpu >= 0)
+		jw_int(w, t->cpu);
+	else
+		jw_null(w);
+	jw_kint(w, "tid", t->tid);
+	jw_kint(w, "period_ns", t->period_ns);
+	jw_key(w, "policy");
+	policy_json(w, &t->policy);
+	jw_kbool(w, "policy_fallback", t->fallback);
+	if (t->fallback)
+		jw_kstr(w, "policy_fallback_reason", t->setup_err);
+	jw_kuint(w, "count", n);
+	jw_key(w, "min_ns");
+	n ? jw_int(w, t->min_ns) : jw_null(w);
+	jw_key(w, "max_ns");
+	n ? jw_int(w, t->max_ns) : jw_null(w);
+	jw_kdouble(w, "mean_ns", mean);
+	jw_kdouble(w, "stddev_ns", var > 0 ? sqrt(var) : (n > 1 ? 0.0 : NAN));
+	jw_key(w, "percentiles_ns");
+	jw_obj_begin(w);
+	for (size_t i = 0; i < sizeof(quantiles) / sizeof(quantiles[0]); i++) {
+		jw_key(w, quantiles[i].key);
+		n ? jw_int(w, hist_quantile(t->hist, quantiles[i].q, t->min_ns, t->max_ns)) : jw_null(w);
+	}
+	jw_obj_end(w);
+	jw_kdouble(w, "percentiles_rel_error", 0.5 / HIST_HALF);
+	jw_kuint(w, "overruns", t->overruns);
+	jw_kuint(w, "lost", t->lost);
+	if (t->ring) {
+		jw_kstr(w, "raw_file", t->raw_path);
+		jw_kuint(w, "raw_samples", t->ring->written);
+	}
+	jw_key(w, "histogram");
+	hist_json(w, t->hist);
+	memcpy(worst, t->worst, sizeof(worst));
+	qsort(worst, t->nworst, sizeof(worst[0]), cmp_worst);
+	jw_key(w, "worst");
+	jw_arr_begin(w);
+	for (int i = 0; i < t->nworst; i++) {
+		jw_obj_begin(w);
+		jw_kint(w, "latency_ns", worst[i].latency_ns);
+		jw_kuint(w, "cycle", worst[i].cycle);
+		jw_kint(w, "t_ns", worst[i].t_ns);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_key(w, "series");
+	series_json(w, &t->series);
+	jw_obj_end(w);
+}
+
+static void opt_cpulist(struct jw *w, const char *key, bool set, const struct cpulist *l)
+{
+	char buf[1024];
+
+	jw_key(w, key);
+	if (!set) {
+		jw_null(w);
+		return;
+	}
+	cpulist_format(l, buf, sizeof(buf));
+	jw_str(w, buf);
+}
+
+static void opt_int(struct jw *w, const char *key, bool set, int64_t v)
+{
+	jw_key(w, key);
+	set ? jw_int(w, v) : jw_null(w);
+}
+
+static void params_json(struct jw *w, const struct run *r)
+{
+	const struct common_params *c = &r->c;
+	char pol[96];
+
+	jw_obj_begin(w);
+	r->m->params_json(w, r->mparams);
+	opt_int(w, "loops", c->loops_set, c->loops);
+	opt_int(w, "duration_ns", c->duration_set, c->duration_ns);
+	policy_format(&c->policy, pol, sizeof(pol));
+	jw_kstr(w, "policy", pol);
+	jw_kbool(w, "allow_fallback", c->allow_fallback);
+	opt_cpulist(w, "cpus", c->cpus_set, &c->cpus);
+	jw_kint(w, "threads", r->nthreads);
+	opt_cpulist(w, "main_cpus", c->main_cpus_set, &c->main_cpus);
+	jw_kbool(w, "mlock", !c->no_mlock);
+	opt_int(w, "dma_latency_us", c->dma_latency_set, c->dma_latency_us);
+	opt_int(w, "threshold_ns", c->threshold_set, c->threshold_ns);
+	jw_kint(w, "settle_ns", c->settle_ns);
+	jw_kbool(w, "raw", c->raw_path != NULL);
+	jw_key(w, "loads");
+	jw_arr_begin(w);
+	for (int i = 0; i < c->loads.n; i++)
+		load_spec_json(w, &c->loads.spec[i]);
+	jw_arr_end(w);
+	jw_obj_end(w);
+}
+
+static bool run_complete(const struct run *r)
+{
+	return !r->stop_signal && !atomic_load(&r->abort);
+}
+
+void report_json(const struct run *r, FILE *f)
+{
+	struct jw w;
+
+	jw_init(&w, f);
+	jw_obj_begin(&w);
+	jw_kint(&w, "schema", RESULT_SCHEMA);
+	jw_kstr(&w, "tool", "rtlab-probe");
+	jw_kstr(&w, "version", RTLAB_PROBE_VERSION);
+	jw_kstr(&w, "meter", r->m->name);
+	jw_kbool(&w, "complete", run_complete(r));
+	jw_kstr(&w, "stop_reason", r->stop_signal ? "signal"
+				    : r->c.loops_set ? "loops"
+				    : r->c.duration_set ? "duration" : "unknown");
+	jw_key(&w, "signal");
+	r->stop_signal ? jw_str(&w, signal_name(r->stop_signal)) : jw_null(&w);
+	jw_key(&w, "argv");
+	jw_arr_begin(&w);
+	for (int i = 0; i < r->argc; i++)
+		jw_str(&w, r->argv[i]);
+	jw_arr_end(&w);
+	jw_kstr(&w, "start_utc", r->start_utc);
+	jw_kstr(&w, "end_utc", r->end_utc);
+	jw_kint(&w, "elapsed_ns", r->t1_ns - r->t0_ns);
+	jw_key(&w, "host");
+	host_json(&w);
+	jw_key(&w, "params");
+	params_json(&w, r);
+	jw_kbool(&w, "mlocked", r->mlocked);
+	if (r->mlock_err[0])
+		jw_kstr(&w, "mlock_error", r->mlock_err);
+	jw_kbool(&w, "threshold_exceeded", r->c.threshold_set && report_threshold_exceeded(r));
+	jw_key(&w, "loads");
+	load_group_json(&w, &r->loads, &r->c.loads);
+	jw_key(&w, "threads");
+	jw_arr_begin(&w);
+	for (int i = 0; i < r->nthreads; i++)
+		thread_json(&w, &r->th[i]);
+	jw_arr_end(&w);
+	jw_obj_end(&w);
+	fputc('\n', f);
+}
+
+int report_save(const struct run *r, const char *path, char *err, size_t errlen)
+{
+	char tmp[4200];
+	FILE *f;
+
+	if (!strcmp(path, "-")) {
+		report_json(r, stdout);
+		return fflush(stdout) ? -errno : 0;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	f = fopen(tmp, "w");
+	if (!f)
+		goto out_err;
+	report_json(r, f);
+	if (fflush(f) || fsync(fileno(f))) {
+		(void)fclose(f);
+		goto out_unlink;
+	}
+	if (fclose(f))
+		goto out_unlink;
+	if (rename(tmp, path))
+		goto out_unlink;
+	return 0;
+out_unlink:
+	(void)unlink(tmp);
+out_err:
+	snprintf(err, errlen, "cannot write \"%.300s\" (%s)", path, strerror(errno));
+	return -errno;
+}
+
+bool report_threshold_exceeded(const struct run *r)
+{
+	for (int i = 0; i < r->nthreads; i++)
+		if (thread_count(&r->th[i]) && r->th[i].max_ns > r->c.threshold_ns)
+			return true;
+	return false;
+}
+
+void report_summary(const struct run *r, FILE *f)
+{
+	char mn[24], p50[24], p99[24], mx[24], pol[64], cpu[16];
+
+	for (int i = 0; i < r->nthreads; i++) {
+		const struct mthread *t = &r->th[i];
+		uint64_t n = thread_count(t);
+
+		policy_format(&t->policy, pol, sizeof(pol));
+		if (!n) {
+			fprintf(f, "T%d: no samples\n", t->index);
+			continue;
+		}
+		if (t->cpu >= 0)
+			snprintf(cpu, sizeof(cpu), "%d", t->cpu);
+		else
+			snprintf(cpu, sizeof(cpu), "any");
+		format_duration(t->min_ns, mn, sizeof(mn));
+		format_duration(hist_quantile(t->hist, 0.5, t->min_ns, t->max_ns), p50, sizeof(p50));
+		format_duration(hist_quantile(t->hist, 0.99, t->min_ns, t->max_ns), p99, sizeof(p99));
+		format_duration(t->max_ns, mx, sizeof(mx));
+		fprintf(f, "T%d cpu %s %s: %llu cycles  min %s  p50 %s  p99 %s  max %s  overruns %llu%s\n",
+			t->index, cpu, pol, (unsigned long long)n, mn,
+			p50, p99, mx, (unsigned long long)t->overruns, t->lost ? "  (raw samples lost)" : "");
+	}
+	if (r->stop_signal)
+		fprintf(f, "stopped by %s: incomplete run\n", signal_name(r->stop_signal));
+}

@@ -1,0 +1,56 @@
+/* State of one meter run, shared by runner.c, report.c and status.c. */
+#ifndef RTLAB_RUN_H
+#define RTLAB_RUN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "rawring.h"
+#include "runner.h"
+#include "sampler.h"
+
+struct run {
+	const struct meter *m;
+	void *mparams;
+	struct common_params c;
+	struct cpulist online;
+	int argc;
+	char **argv;
+
+	int nthreads;
+	struct mthread *th;
+	struct load_group loads;
+	struct ring *rings;
+	struct ring **ring_ptrs;
+	struct raw_writer writer;
+	pthread_barrier_t ready, go;
+	_Atomic int stop;    /* measuring threads end their loop */
+	_Atomic int abort;   /* setup failed: threads return without measuring */
+	_Atomic int running; /* measuring threads still in their loop */
+
+	bool mlocked;
+	char mlock_err[160];
+	int dma_fd;
+	char start_utc[40], end_utc[40];
+	int64_t t0_ns, t1_ns; /* CLOCK_MONOTONIC around the measurement */
+	int stop_signal;      /* the signal that stopped the run, 0 if none */
+	bool status_drawn;
+};
+
+/* Write the result document to F. */
+void report_json(const struct run *r, FILE *f);
+
+/* Write the document atomically to PATH (temp file + rename), or stdout for "-". 0 or -errno. */
+int report_save(const struct run *r, const char *path, char *err, size_t errlen);
+
+/* One line per thread on stdout: count, min, p50, p99, max, overruns. */
+void report_summary(const struct run *r, FILE *f);
+
+/* Redraw the live status lines on stderr (only when it is a terminal). */
+void status_draw(struct run *r);
+
+/* Threshold exceeded by any thread? */
+bool report_threshold_exceeded(const struct run *r);
+
+#endif

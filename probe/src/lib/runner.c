@@ -1,0 +1,411 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "opts.h"
+#include "run.h"
+#include "timeutil.h"
+
+#define THREAD_STACK_BYTES (256 * 1024)
+#define STACK_PREFAULT_BYTES (64 * 1024)
+#define RAW_RING_SAMPLES ((uint64_t)1 << 19)  /* 4 MiB per thread: 26 s at 50 us */
+#define SERIES_MAX_SLOTS (7 * 24 * 3600)      /* one week of per-second slots */
+#define SERIES_OPEN_SLOTS (24 * 3600)         /* when the run has no set end */
+#define STATUS_PERIOD_NS (500 * NSEC_PER_MSEC)
+#define DEFAULT_SETTLE_NS NSEC_PER_SEC
+
+#define CP(f) offsetof(struct common_params, f)
+
+static const struct opt_desc common_opts[] = {
+	{ "cpus", OPT_CPULIST, 0, 0, "LIST", "one measuring thread pinned per listed CPU (e.g. 1-3)",
+	  CP(cpus), CP(cpus_set) },
+	{ "threads", OPT_INT, 1, CPULIST_MAX, "N", "N unpinned measuring threads (default 1)",
+	  CP(threads), CP(threads_set) },
+	{ "main-cpus", OPT_CPULIST, 0, 0, "LIST", "pin the main and raw-writer threads",
+	  CP(main_cpus), CP(main_cpus_set) },
+	{ "policy", OPT_POLICY, 0, 0, "POLICY",
+	  "other[:NICE] | fifo:PRIO | rr:PRIO | deadline:RUNTIME/DEADLINE/PERIOD (default fifo:99)",
+	  CP(policy), OPT_NO_SET },
+	{ "allow-fallback", OPT_FLAG, 0, 0, NULL,
+	  "if the policy or mlock cannot be set, go on and record what was really used",
+	  CP(allow_fallback), OPT_NO_SET },
+	{ "loops", OPT_INT, 1, INT64_MAX / 2, "N", "cycles per thread (default: until --duration or a signal)",
+	  CP(loops), CP(loops_set) },
+	{ "duration", OPT_DURATION, NSEC_PER_MSEC, 366 * 24 * 3600 * NSEC_PER_SEC, "DUR",
+	  "measure for this long, e.g. 30s, 10m", CP(duration_ns), CP(duration_set) },
+	{ "json", OPT_STRING, 0, 0, "FILE", "write the result document to FILE (\"-\": stdout)",
+	  CP(json_path), OPT_NO_SET },
+	{ "raw", OPT_STRING, 0, 0, "FILE",
+	  "capture every sample to FILE (FILE.N per thread when several)", CP(raw_path), OPT_NO_SET },
+	{ "quiet", OPT_FLAG, 0, 0, NULL, "no live status and no summary", CP(quiet), OPT_NO_SET },
+	{ "load", OPT_LOAD, 0, 0, "SPEC", "run a load while measuring: KIND:ARGS[@CPUS] (repeatable)",
+	  CP(loads), OPT_NO_SET },
+	{ "settle", OPT_DURATION, 0, 3600 * NSEC_PER_SEC, "DUR",
+	  "wait after starting loads before measuring (default 1s with loads)", CP(settle_ns),
+	  CP(settle_set) },
+	{ "no-mlock", OPT_FLAG, 0, 0, NULL, "do not lock memory or prefault stacks",
+	  CP(no_mlock), OPT_NO_SET },
+	{ "dma-latency", OPT_INT, 0, INT_MAX, "US",
+	  "hold /dev/cpu_dma_latency at US microseconds during the run (default: off)",
+	  CP(dma_latency_us), CP(dma_latency_set) },
+	{ "threshold", OPT_DURATION, 1, 3600 * NSEC_PER_SEC, "DUR",
+	  "exit 1 if any latency exceeds DUR (after writing the document)", CP(threshold_ns),
+	  CP(threshold_set) },
+	OPT_END,
+};
+
+static void meter_usage(const struct meter *m, const struct opt_table *t, int nt)
+{
+	printf("usage: rtlab-probe %s [options]\n\n%s\n\noptions:\n", m->name, m->help);
+	opts_help(stdout, t, nt);
+}
+
+static int fail(int code, const char *prefix, const char *msg)
+{
+	fprintf(stderr, "rtlab-probe %s: %s\n", prefix, msg);
+	return code;
+}
+
+static int check_common(struct run *r, char *err, size_t errlen)
+{
+	struct common_params *c = &r->c;
+
+	if (c->cpus_set && c->threads_set) {
+		snprintf(err, errlen, "--cpus and --threads exclude each other");
+		return -EINVAL;
+	}
+	if (c->loops_set && c->duration_set) {
+		snprintf(err, errlen, "--loops and --duration exclude each other");
+		return -EINVAL;
+	}
+	if (!c->settle_set)
+		c->settle_ns = c->loads.n ? DEFAULT_SETTLE_NS : 0;
+	r->nthreads = c->cpus_set ? c->cpus.n : (c->threads_set ? (int)c->threads : 1);
+	if (c->json_path && strcmp(c->json_path, "-")) {
+		char dir[PATH_MAX];
+		const char *slash = strrchr(c->json_path, '/');
+
+		snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - c->json_path) + 1 : 1,
+			 slash ? c->json_path : ".");
+		if (access(dir, W_OK)) {
+			snprintf(err, errlen, "--json: cannot write in \"%.300s\" (%s)", dir, strerror(errno));
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static uint32_t series_slots(const struct run *r, int64_t period_ns)
+{
+	const struct common_params *c = &r->c;
+	int64_t secs;
+
+	if (c->duration_set)
+		secs = c->duration_ns / NSEC_PER_SEC + 2;
+	else if (c->loops_set)
+		secs = (c->loops > INT64_MAX / 2 / period_ns ? INT64_MAX / 2 : c->loops * period_ns) /
+			       NSEC_PER_SEC * 2 + 10; /* overruns stretch the run */
+	else
+		secs = SERIES_OPEN_SLOTS;
+	return (uint32_t)(secs > SERIES_MAX_SLOTS ? SERIES_MAX_SLOTS : secs);
+}
+
+static int alloc_threads(struct run *r, char *err, size_t errlen)
+{
+	r->th = calloc(r->nthreads, sizeof(*r->th));
+	if (r->c.raw_path) {
+		r->rings = calloc(r->nthreads, sizeof(*r->rings));
+		r->ring_ptrs = calloc(r->nthreads, sizeof(*r->ring_ptrs));
+	}
+	if (!r->th || (r->c.raw_path && (!r->rings || !r->ring_ptrs)))
+		goto out_nomem;
+	for (int i = 0; i < r->nthreads; i++) {
+		struct mthread *t = &r->th[i];
+
+		t->index = i;
+		t->cpu = r->c.cpus_set ? r->c.cpus.cpu[i] : -1;
+		t->period_ns = r->m->period_ns(r->mparams, i);
+		t->hist = calloc(1, sizeof(*t->hist));
+		if (!t->hist || series_init(&t->series, NSEC_PER_SEC, series_slots(r, t->period_ns)))
+			goto out_nomem;
+		if (!r->c.raw_path)
+			continue;
+		if (r->nthreads == 1)
+			snprintf(t->raw_path, sizeof(t->raw_path), "%s", r->c.raw_path);
+		else
+			snprintf(t->raw_path, sizeof(t->raw_path), "%s.%d", r->c.raw_path, i);
+		int rc = ring_open(&r->rings[i], t->raw_path, i, t->cpu, t->period_ns, RAW_RING_SAMPLES);
+
+		if (rc) {
+			snprintf(err, errlen, "--raw: cannot write \"%.300s\" (%s)", t->raw_path, strerror(-rc));
+			return rc;
+		}
+		t->ring = &r->rings[i];
+		r->ring_ptrs[i] = t->ring;
+	}
+	return 0;
+out_nomem:
+	snprintf(err, errlen, "out of memory for %d threads", r->nthreads);
+	return -ENOMEM;
+}
+
+/* Affinity, policy, stack prefault; then wait for the start signal and measure. */
+static void *mthread_main(void *arg)
+{
+	struct mthread *t = arg;
+	struct run *r = t->run;
+	char why[200];
+	int rc;
+
+	t->tid = gettid();
+	if (t->cpu >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(t->cpu, &set);
+		rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+		if (rc) {
+			t->setup_rc = -rc;
+			snprintf(t->setup_err, sizeof(t->setup_err), "cannot pin thread %d to CPU %d (%s)",
+				 t->index, t->cpu, strerror(rc));
+		}
+	}
+	rc = t->setup_rc ? 0 : policy_apply(&r->c.policy, 0, why, sizeof(why));
+	if (rc) {
+		if (r->c.allow_fallback) {
+			t->fallback = true;
+			snprintf(t->setup_err, sizeof(t->setup_err), "%s", why);
+		} else {
+			t->setup_rc = rc;
+			snprintf(t->setup_err, sizeof(t->setup_err), "--policy: %s", why);
+		}
+	}
+	(void)policy_read(0, &t->policy);
+	if (!r->c.no_mlock) {
+		volatile char stack[STACK_PREFAULT_BYTES];
+
+		memset((char *)stack, 0, sizeof(stack)); /* no page faults in the loop */
+	}
+	(void)pthread_barrier_wait(&r->ready);
+	(void)pthread_barrier_wait(&r->go);
+	if (!atomic_load(&r->abort)) {
+		struct run_ctl ctl = { &r->stop, (uint64_t)r->c.loops, r->c.duration_ns };
+
+		if (t->policy.policy == SCHED_DEADLINE)
+			(void)sched_yield(); /* start at the beginning of a fresh period */
+		r->m->loop(t, r->mparams, &ctl);
+	}
+	atomic_fetch_sub(&r->running, 1);
+	return NULL;
+}
+
+static int start_threads(struct run *r, char *err, size_t errlen)
+{
+	pthread_attr_t attr;
+	int rc, created = 0;
+
+	(void)pthread_barrier_init(&r->ready, NULL, r->nthreads + 1);
+	(void)pthread_barrier_init(&r->go, NULL, r->nthreads + 1);
+	(void)pthread_attr_init(&attr);
+	(void)pthread_attr_setstacksize(&attr, THREAD_STACK_BYTES);
+	atomic_store(&r->running, r->nthreads);
+	for (int i = 0; i < r->nthreads; i++) {
+		r->th[i].run = r;
+		rc = pthread_create(&r->th[i].pthread, &attr, mthread_main, &r->th[i]);
+		if (rc) {
+			/* Threads already waiting at the barrier cannot be released: give up. */
+			snprintf(err, errlen, "cannot create thread %d (%s)", i, strerror(rc));
+			_exit(EXIT_INTERNAL);
+		}
+		r->th[i].started = true;
+		created++;
+	}
+	(void)pthread_attr_destroy(&attr);
+	(void)pthread_barrier_wait(&r->ready);
+	rc = 0;
+	for (int i = 0; i < created; i++) {
+		if (r->th[i].setup_rc) {
+			snprintf(err, errlen, "%s", r->th[i].setup_err);
+			rc = r->th[i].setup_rc;
+			atomic_store(&r->abort, 1);
+			break;
+		}
+	}
+	if (r->c.main_cpus_set) {
+		cpu_set_t set;
+
+		cpulist_to_set(&r->c.main_cpus, &set);
+		(void)sched_setaffinity(0, sizeof(set), &set); /* the writer inherits this */
+	}
+	if (!rc && r->ring_ptrs && (rc = raw_writer_start(&r->writer, r->ring_ptrs, r->nthreads))) {
+		snprintf(err, errlen, "--raw: cannot start the writer thread (%s)", strerror(-rc));
+		atomic_store(&r->abort, 1);
+	}
+	utc_now_iso(r->start_utc, sizeof(r->start_utc));
+	r->t0_ns = mono_now_ns();
+	(void)pthread_barrier_wait(&r->go);
+	return rc;
+}
+
+static sigset_t stop_signals(void)
+{
+	sigset_t s;
+
+	(void)sigemptyset(&s);
+	(void)sigaddset(&s, SIGINT);
+	(void)sigaddset(&s, SIGTERM);
+	(void)sigaddset(&s, SIGHUP);
+	return s;
+}
+
+/* Sleep until UNTIL_NS (CLOCK_MONOTONIC) or a stop signal; returns the signal or 0. */
+static int wait_signal(int64_t until_ns)
+{
+	sigset_t s = stop_signals();
+	int64_t left = until_ns - mono_now_ns();
+	struct timespec ts = ns_to_ts(left > 0 ? left : 0);
+	int sig = sigtimedwait(&s, NULL, &ts);
+
+	return sig > 0 ? sig : 0;
+}
+
+static void main_wait(struct run *r)
+{
+	bool live = !r->c.quiet && isatty(STDERR_FILENO);
+
+	while (atomic_load(&r->running) > 0) {
+		int sig = wait_signal(mono_now_ns() + (live ? STATUS_PERIOD_NS : 100 * NSEC_PER_MSEC));
+
+		if (sig && !r->stop_signal) {
+			r->stop_signal = sig;
+			atomic_store(&r->stop, 1);
+		}
+		if (live)
+			status_draw(r);
+	}
+	for (int i = 0; i < r->nthreads; i++)
+		if (r->th[i].started)
+			(void)pthread_join(r->th[i].pthread, NULL);
+	r->t1_ns = mono_now_ns();
+	utc_now_iso(r->end_utc, sizeof(r->end_utc));
+}
+
+static int hold_dma_latency(struct run *r, char *err, size_t errlen)
+{
+	int32_t us = (int32_t)r->c.dma_latency_us;
+
+	r->dma_fd = -1;
+	if (!r->c.dma_latency_set)
+		return 0;
+	r->dma_fd = open("/dev/cpu_dma_latency", O_WRONLY | O_CLOEXEC);
+	if (r->dma_fd < 0 || write(r->dma_fd, &us, sizeof(us)) != sizeof(us)) {
+		snprintf(err, errlen, "--dma-latency: cannot hold /dev/cpu_dma_latency (%s)",
+			 strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static int lock_memory(struct run *r, char *err, size_t errlen)
+{
+	if (r->c.no_mlock)
+		return 0;
+	if (mlockall(MCL_CURRENT | MCL_FUTURE) == 0) {
+		r->mlocked = true;
+		return 0;
+	}
+	snprintf(r->mlock_err, sizeof(r->mlock_err), "mlockall failed (%s): raise RLIMIT_MEMLOCK or use --no-mlock",
+		 strerror(errno));
+	if (r->c.allow_fallback)
+		return 0;
+	snprintf(err, errlen, "%s", r->mlock_err);
+	return -EPERM;
+}
+
+static void release_all(struct run *r)
+{
+	raw_writer_stop(&r->writer);
+	load_group_stop(&r->loads);
+	if (r->dma_fd >= 0)
+		(void)close(r->dma_fd);
+	r->dma_fd = -1;
+	if (r->mlocked)
+		(void)munlockall();
+}
+
+static int parse_run(struct run *r, const struct meter *m, int argc, char **argv)
+{
+	struct opt_table tables[] = { { m->options, r->mparams }, { common_opts, &r->c } };
+	const char *pos[1];
+	int npos = 0;
+	char err[512];
+	int rc;
+
+	r->c.policy.policy = SCHED_FIFO;
+	r->c.policy.priority = 99;
+	m->defaults(r->mparams);
+	if (cpulist_online(NULL, &r->online))
+		return fail(EXIT_INTERNAL, m->name, "cannot read the online CPUs");
+	rc = opts_parse(argc, argv, tables, 2, &r->online, pos, &npos, err, sizeof(err));
+	if (rc == 1) {
+		meter_usage(m, tables, 2);
+		return EXIT_OK;
+	}
+	if (rc || check_common(r, err, sizeof(err)) || m->check(r->mparams, err, sizeof(err)))
+		return fail(EXIT_USAGE, m->name, err);
+	return -1;
+}
+
+int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char **full_argv)
+{
+	struct run *r = calloc(1, sizeof(*r));
+	char err[512];
+	int code, rc;
+
+	if (!r || !(r->mparams = calloc(1, m->params_size)))
+		return fail(EXIT_INTERNAL, m->name, "out of memory");
+	r->m = m;
+	r->argc = full_argc;
+	r->argv = full_argv;
+	r->dma_fd = -1;
+	code = parse_run(r, m, argc, argv);
+	if (code >= 0)
+		return code;
+	if ((rc = alloc_threads(r, err, sizeof(err))))
+		return fail(rc == -ENOMEM ? EXIT_INTERNAL : EXIT_USAGE, m->name, err);
+	if ((rc = hold_dma_latency(r, err, sizeof(err))))
+		return fail(EXIT_UNSUPPORTED, m->name, err);
+	if ((rc = load_group_start(&r->loads, &r->c.loads, err, sizeof(err)))) {
+		release_all(r);
+		return fail(EXIT_UNSUPPORTED, m->name, err);
+	}
+	if (r->c.settle_ns)
+		r->stop_signal = wait_signal(mono_now_ns() + r->c.settle_ns);
+	if ((rc = lock_memory(r, err, sizeof(err)))) {
+		release_all(r);
+		return fail(EXIT_UNSUPPORTED, m->name, err);
+	}
+	if (r->stop_signal)
+		atomic_store(&r->stop, 1);
+	if ((rc = start_threads(r, err, sizeof(err)))) {
+		main_wait(r);
+		release_all(r);
+		return fail(rc == -EINVAL ? EXIT_USAGE : EXIT_UNSUPPORTED, m->name, err);
+	}
+	main_wait(r);
+	release_all(r);
+	if (r->c.json_path && (rc = report_save(r, r->c.json_path, err, sizeof(err))))
+		return fail(EXIT_INTERNAL, m->name, err);
+	if (!r->c.quiet && !(r->c.json_path && !strcmp(r->c.json_path, "-")))
+		report_summary(r, stdout);
+	if (r->c.threshold_set && report_threshold_exceeded(r))
+		return EXIT_THRESHOLD;
+	return EXIT_OK;
+}

@@ -1,0 +1,43 @@
+/* Per-period series (min/sum/max/count per second) in fixed, preallocated memory. */
+#ifndef RTLAB_SERIES_H
+#define RTLAB_SERIES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct series {
+	int64_t period_ns; /* width of one slot */
+	uint32_t cap;      /* slots allocated */
+	uint32_t n;        /* slots in use (index of the current slot + 1) */
+	int64_t edge_ns;   /* end of the current slot, relative to the start */
+	bool truncated;    /* samples arrived after the last slot */
+	int64_t *min, *max, *sum;
+	uint64_t *count;
+};
+
+/* Allocate CAP slots of PERIOD_NS; 0 or -ENOMEM. */
+int series_init(struct series *s, int64_t period_ns, uint32_t cap);
+void series_free(struct series *s);
+
+/* Add V observed at T_REL_NS after the start. No allocation, no division. */
+static inline void series_add(struct series *s, int64_t t_rel_ns, int64_t v)
+{
+	while (t_rel_ns >= s->edge_ns) {
+		if (s->n >= s->cap) {
+			s->truncated = true;
+			return;
+		}
+		s->n++;
+		s->edge_ns += s->period_ns;
+	}
+	uint32_t i = s->n - 1;
+
+	if (s->count[i] == 0 || v < s->min[i])
+		s->min[i] = v;
+	if (s->count[i] == 0 || v > s->max[i])
+		s->max[i] = v;
+	s->sum[i] += v;
+	s->count[i]++;
+}
+
+#endif

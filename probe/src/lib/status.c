@@ -1,0 +1,32 @@
+/* Live status: one line per measuring thread on stderr, redrawn in place. */
+#include <stdio.h>
+
+#include "run.h"
+#include "timeutil.h"
+
+void status_draw(struct run *r)
+{
+	if (r->status_drawn)
+		fprintf(stderr, "\033[%dA", r->nthreads); /* back to the first line */
+	for (int i = 0; i < r->nthreads; i++) {
+		const struct mthread *t = &r->th[i];
+		uint64_t n = atomic_load_explicit(&t->pub_count, memory_order_relaxed);
+		char cur[24] = "-", mn[24] = "-", avg[24] = "-", mx[24] = "-", cpu[16] = "any";
+
+		if (n) {
+			format_duration(atomic_load_explicit(&t->pub_last, memory_order_relaxed), cur,
+					sizeof(cur));
+			format_duration(atomic_load_explicit(&t->pub_min, memory_order_relaxed), mn,
+					sizeof(mn));
+			format_duration(atomic_load_explicit(&t->pub_sum, memory_order_relaxed) / (int64_t)n,
+					avg, sizeof(avg));
+			format_duration(atomic_load_explicit(&t->pub_max, memory_order_relaxed), mx,
+					sizeof(mx));
+		}
+		if (t->cpu >= 0)
+			snprintf(cpu, sizeof(cpu), "%d", t->cpu);
+		fprintf(stderr, "\033[KT%-2d cpu %-3s %11llu cycles  cur %9s  min %9s  avg %9s  max %9s\n",
+			t->index, cpu, (unsigned long long)n, cur, mn, avg, mx);
+	}
+	r->status_drawn = true;
+}

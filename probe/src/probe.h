@@ -1,0 +1,86 @@
+/*
+ * Descriptors shared by every meter and load. A meter or load is one file
+ * exporting one const descriptor; registry.c lists them.
+ */
+#ifndef RTLAB_PROBE_H
+#define RTLAB_PROBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Exit codes a CI job can act on. */
+enum probe_exit {
+	EXIT_OK = 0,
+	EXIT_THRESHOLD = 1,   /* a user threshold was exceeded */
+	EXIT_USAGE = 2,       /* bad usage or input */
+	EXIT_UNSUPPORTED = 3, /* cannot be done here (permission, kernel feature) */
+	EXIT_INTERNAL = 4,
+};
+
+enum opt_type {
+	OPT_FLAG,     /* bool, no value */
+	OPT_INT,      /* int64 within [min, max] */
+	OPT_DURATION, /* int64 ns within [min, max], unit mandatory */
+	OPT_CPULIST,  /* struct cpulist + presence */
+	OPT_POLICY,   /* struct policy_spec */
+	OPT_STRING,   /* const char * (points into argv) */
+	OPT_LOAD,     /* appended to a struct load_list (repeatable) */
+};
+
+struct opt_desc {
+	const char *name;    /* long name without dashes */
+	enum opt_type type;
+	int64_t min, max;    /* accepted range (ns for durations) */
+	const char *metavar; /* "LIST", "DUR", ... */
+	const char *help;    /* one line; mention the unit and default */
+	size_t offset;       /* where the value lives in the params struct */
+	size_t set_offset;   /* offset of a bool "was given" flag, or (size_t)-1 */
+};
+
+#define OPT_NO_SET ((size_t)-1)
+#define OPT_END { 0 }
+
+struct mthread;
+struct jw;
+struct run_ctl;
+
+/* A meter: shares setup with every other meter, differs only in its loop. */
+struct meter {
+	const char *name;
+	const char *summary;             /* one line for the command list */
+	const char *help;                /* what it measures and how */
+	const struct opt_desc *options;  /* meter-specific options, OPT_END terminated */
+	size_t params_size;
+	void (*defaults)(void *params);
+	/* Cross-option checks after parsing; 0 or -EINVAL with a reason. */
+	int (*check)(void *params, char *err, size_t errlen);
+	/* Nominal activation period of thread INDEX (ns), for the raw header and overruns. */
+	int64_t (*period_ns)(const void *params, int index);
+	/* The measuring loop of one thread; records through sampler.h. */
+	void (*loop)(struct mthread *t, const void *params, const struct run_ctl *ctl);
+	/* Meter-specific entries of "params" in the result document. */
+	void (*params_json)(struct jw *w, const void *params);
+};
+
+struct load_spec;
+
+/* A load generator: KIND:ARGS[@CPUS]; the generic runner forks nprocs workers. */
+struct load_kind {
+	const char *name;
+	const char *syntax;  /* "forkcopy:N[:SIZE]" */
+	const char *summary;
+	/* Parse ARGS (text after "KIND:", may be NULL) into spec->cfg and spec->nprocs. */
+	int (*parse)(const char *args, struct load_spec *spec, char *err, size_t errlen);
+	/* Body of worker INDEX; never returns. ITER counts units of work done. */
+	void (*worker)(const struct load_spec *spec, int index, volatile uint64_t *iter);
+	/* Kind-specific entries of the load's JSON object. */
+	void (*params_json)(struct jw *w, const struct load_spec *spec);
+};
+
+extern const struct meter *const probe_meters[];
+extern const struct load_kind *const probe_load_kinds[];
+
+const struct meter *find_meter(const char *name);
+const struct load_kind *find_load_kind(const char *name);
+
+#endif

@@ -1,0 +1,33 @@
+/* The one table of meters and loads. Adding one: its own file, a line here. */
+#include <string.h>
+
+#include "probe.h"
+
+extern const struct meter meter_wakeup;
+extern const struct load_kind load_forkcopy;
+
+const struct meter *const probe_meters[] = {
+	&meter_wakeup,
+	NULL,
+};
+
+const struct load_kind *const probe_load_kinds[] = {
+	&load_forkcopy,
+	NULL,
+};
+
+const struct meter *find_meter(const char *name)
+{
+	for (int i = 0; probe_meters[i]; i++)
+		if (!strcmp(probe_meters[i]->name, name))
+			return probe_meters[i];
+	return NULL;
+}
+
+const struct load_kind *find_load_kind(const char *name)
+{
+	for (int i = 0; probe_load_kinds[i]; i++)
+		if (!strcmp(probe_load_kinds[i]->name, name))
+			return probe_load_kinds[i];
+	return NULL;
+}

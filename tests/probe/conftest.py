@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def probe_path() -> Path:
+    env = os.environ.get("RTLAB_PROBE")
+    path = Path(env) if env else ROOT / "build" / "probe" / "rtlab-probe"
+    if not path.exists():
+        pytest.skip(f"rtlab-probe not built at {path} (run `make probe`)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def probe() -> Path:
+    return probe_path()
+
+
+@pytest.fixture
+def run_probe(probe):
+    def run(*args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(probe), *args], capture_output=True, text=True, timeout=timeout, **kw
+        )
+
+    return run
+
+
+@pytest.fixture
+def wakeup(run_probe, tmp_path):
+    """Run `wakeup` with ARGS and return (completed process, document or None)."""
+
+    def go(*args: str, timeout: float = 60):
+        out = tmp_path / "result.json"
+        cp = run_probe("wakeup", *args, "--json", str(out), "--quiet", timeout=timeout)
+        doc = json.loads(out.read_text()) if out.exists() else None
+        return cp, doc
+
+    return go
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def online_cpus() -> list[int]:
+    text = Path("/sys/devices/system/cpu/online").read_text().strip()
+    cpus: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return cpus
