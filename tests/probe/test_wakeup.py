@@ -287,3 +287,26 @@ def test_live_status_on_a_terminal(probe):
     text = chunks.decode(errors="replace")
     assert proc.returncode == 0
     assert "T0" in text and "T1" in text and "cycles" in text and "max" in text
+
+
+def test_progress_lines_are_json(run_probe, tmp_path):
+    out = tmp_path / "r.json"
+    cp = run_probe("wakeup", "--loops", "1500", "--allow-fallback", "--quiet", "--progress", "-",
+                   "--json", str(out))
+    assert cp.returncode == 0, cp.stderr
+    lines = [json.loads(line) for line in cp.stdout.splitlines()]
+    assert lines[0]["phase"] == "start" and lines[-1]["phase"] == "done"
+    assert lines[-1]["threads"][0]["count"] == 1500
+    counts = [ln["threads"][0]["count"] for ln in lines]
+    assert counts == sorted(counts)
+    last = lines[-1]["threads"][0]
+    assert last["min_ns"] <= last["mean_ns"] <= last["max_ns"]
+
+
+def test_check_validates_without_running(run_probe, tmp_path):
+    out = tmp_path / "r.json"
+    cp = run_probe("wakeup", "--check", "--loops", "100000", "--json", str(out))
+    assert cp.returncode == 0 and cp.stdout == "" and cp.stderr == ""
+    assert not out.exists()
+    cp = run_probe("wakeup", "--check", "--interval", "0")
+    assert cp.returncode == 2 and "--interval" in cp.stderr

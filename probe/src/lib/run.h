@@ -36,6 +36,7 @@ struct run {
 	int64_t t0_ns, t1_ns; /* CLOCK_MONOTONIC around the measurement */
 	int stop_signal;      /* the signal that stopped the run, 0 if none */
 	bool status_drawn;
+	FILE *progress;       /* --progress stream, or NULL */
 };
 
 /* Write the result document to F. */
@@ -49,6 +50,9 @@ void report_summary(const struct run *r, FILE *f);
 
 /* Redraw the live status lines on stderr (only when it is a terminal). */
 void status_draw(struct run *r);
+
+/* One JSON line on the --progress stream: phase, elapsed time, per-thread statistics. */
+void progress_write(struct run *r, const char *phase);
 
 /* Threshold exceeded by any thread? */
 bool report_threshold_exceeded(const struct run *r);

@@ -19,6 +19,7 @@
 #define SERIES_MAX_SLOTS (7 * 24 * 3600)      /* one week of per-second slots */
 #define SERIES_OPEN_SLOTS (24 * 3600)         /* when the run has no set end */
 #define STATUS_PERIOD_NS (500 * NSEC_PER_MSEC)
+#define PROGRESS_PERIOD_NS NSEC_PER_SEC
 #define DEFAULT_SETTLE_NS NSEC_PER_SEC
 
 #define CP(f) offsetof(struct common_params, f)
@@ -45,6 +46,11 @@ static const struct opt_desc common_opts[] = {
 	{ "raw", OPT_STRING, 0, 0, "FILE",
 	  "capture every sample to FILE (FILE.N per thread when several)", CP(raw_path), OPT_NO_SET },
 	{ "quiet", OPT_FLAG, 0, 0, NULL, "no live status and no summary", CP(quiet), OPT_NO_SET },
+	{ "progress", OPT_STRING, 0, 0, "FILE",
+	  "write live statistics as JSON lines to FILE every second (\"-\": stdout)",
+	  CP(progress_path), OPT_NO_SET },
+	{ "check", OPT_FLAG, 0, 0, NULL, "validate the options, print nothing and exit 0",
+	  CP(check_only), OPT_NO_SET },
 	{ "load", OPT_LOAD, 0, 0, "SPEC", "run a load while measuring: KIND:ARGS[@CPUS] (repeatable)",
 	  CP(loads), OPT_NO_SET },
 	{ "settle", OPT_DURATION, 0, 3600 * NSEC_PER_SEC, "DUR",
@@ -98,6 +104,15 @@ static int check_common(struct run *r, char *err, size_t errlen)
 			snprintf(err, errlen, "--json: cannot write in \"%.300s\" (%s)", dir, strerror(errno));
 			return -EINVAL;
 		}
+	}
+	if (c->progress_path && !c->check_only) {
+		r->progress = strcmp(c->progress_path, "-") ? fopen(c->progress_path, "w") : stdout;
+		if (!r->progress) {
+			snprintf(err, errlen, "--progress: cannot write \"%.300s\" (%s)", c->progress_path,
+				 strerror(errno));
+			return -EINVAL;
+		}
+		(void)setvbuf(r->progress, NULL, _IOLBF, 0);
 	}
 	return 0;
 }
@@ -279,6 +294,7 @@ static int wait_signal(int64_t until_ns)
 static void main_wait(struct run *r)
 {
 	bool live = !r->c.quiet && isatty(STDERR_FILENO);
+	int64_t next_progress = mono_now_ns() + PROGRESS_PERIOD_NS;
 
 	while (atomic_load(&r->running) > 0) {
 		int sig = wait_signal(mono_now_ns() + (live ? STATUS_PERIOD_NS : 100 * NSEC_PER_MSEC));
@@ -289,6 +305,10 @@ static void main_wait(struct run *r)
 		}
 		if (live)
 			status_draw(r);
+		if (r->progress && mono_now_ns() >= next_progress) {
+			progress_write(r, "measure");
+			next_progress += PROGRESS_PERIOD_NS;
+		}
 	}
 	for (int i = 0; i < r->nthreads; i++)
 		if (r->th[i].started)
@@ -360,7 +380,7 @@ static int parse_run(struct run *r, const struct meter *m, int argc, char **argv
 	}
 	if (rc || check_common(r, err, sizeof(err)) || m->check(r->mparams, err, sizeof(err)))
 		return fail(EXIT_USAGE, m->name, err);
-	return -1;
+	return r->c.check_only ? EXIT_OK : -1;
 }
 
 int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char **full_argv)
@@ -386,6 +406,8 @@ int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char 
 		release_all(r);
 		return fail(EXIT_UNSUPPORTED, m->name, err);
 	}
+	if (r->progress)
+		progress_write(r, r->c.settle_ns ? "settle" : "start");
 	if (r->c.settle_ns)
 		r->stop_signal = wait_signal(mono_now_ns() + r->c.settle_ns);
 	if ((rc = lock_memory(r, err, sizeof(err)))) {
@@ -401,9 +423,12 @@ int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char 
 	}
 	main_wait(r);
 	release_all(r);
+	if (r->progress)
+		progress_write(r, "done");
 	if (r->c.json_path && (rc = report_save(r, r->c.json_path, err, sizeof(err))))
 		return fail(EXIT_INTERNAL, m->name, err);
-	if (!r->c.quiet && !(r->c.json_path && !strcmp(r->c.json_path, "-")))
+	if (!r->c.quiet && !(r->c.json_path && !strcmp(r->c.json_path, "-")) &&
+	    r->progress != stdout)
 		report_summary(r, stdout);
 	if (r->c.threshold_set && report_threshold_exceeded(r))
 		return EXIT_THRESHOLD;

@@ -28,6 +28,8 @@ struct common_params {
 	const char *json_path;    /* NULL: human summary only; "-": stdout */
 	const char *raw_path;
 	bool quiet;
+	const char *progress_path; /* JSON lines of live statistics; "-": stdout */
+	bool check_only;           /* validate the options and exit */
 	struct load_list loads;
 	int64_t settle_ns;
 	bool settle_set;

@@ -1,6 +1,7 @@
 /* Live status: one line per measuring thread on stderr, redrawn in place. */
 #include <stdio.h>
 
+#include "jsonw.h"
 #include "run.h"
 #include "timeutil.h"
 
@@ -29,4 +30,35 @@ void status_draw(struct run *r)
 			t->index, cpu, (unsigned long long)n, cur, mn, avg, mx);
 	}
 	r->status_drawn = true;
+}
+
+void progress_write(struct run *r, const char *phase)
+{
+	struct jw w;
+
+	jw_init(&w, r->progress);
+	jw_obj_begin(&w);
+	jw_kstr(&w, "phase", phase);
+	jw_kint(&w, "elapsed_ns", r->t0_ns ? mono_now_ns() - r->t0_ns : 0);
+	jw_key(&w, "threads");
+	jw_arr_begin(&w);
+	for (int i = 0; r->th && i < r->nthreads; i++) {
+		const struct mthread *t = &r->th[i];
+		uint64_t n = atomic_load_explicit(&t->pub_count, memory_order_relaxed);
+
+		jw_obj_begin(&w);
+		jw_kuint(&w, "count", n);
+		if (n) {
+			jw_kint(&w, "last_ns", atomic_load_explicit(&t->pub_last, memory_order_relaxed));
+			jw_kint(&w, "min_ns", atomic_load_explicit(&t->pub_min, memory_order_relaxed));
+			jw_kint(&w, "mean_ns",
+				atomic_load_explicit(&t->pub_sum, memory_order_relaxed) / (int64_t)n);
+			jw_kint(&w, "max_ns", atomic_load_explicit(&t->pub_max, memory_order_relaxed));
+		}
+		jw_obj_end(&w);
+	}
+	jw_arr_end(&w);
+	jw_obj_end(&w);
+	fputc('\n', r->progress);
+	(void)fflush(r->progress);
 }
