@@ -7,14 +7,20 @@ VPY     := $(VENV)/bin/python
 BUILD   := build/probe
 PROBE   := $(BUILD)/rtlab-probe
 CROSS   := build/aarch64
+# Debian packages the tests use (cyclictest for the import tests).
+TEST_DEBS := rt-tests
 
-.PHONY: run test probe probe-test pytest cross-test bench clean
+.PHONY: run test install probe probe-test pytest lint debs cross-test bench clean
 
-$(VENV)/.stamp: Makefile
+$(VENV)/.stamp: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
-	$(VPY) -m pip install --quiet meson ninja pytest
+	$(VPY) -m pip install --quiet meson-python meson ninja pytest
 	touch $@
+
+# The package (rtlab + rtlab-probe) with its test extras, rebuilt incrementally in build/py.
+install: $(VENV)/.stamp
+	$(VPY) -m pip install --quiet --no-build-isolation --config-settings=build-dir=build/py '.[test]'
 
 $(BUILD)/build.ninja: $(VENV)/.stamp probe/meson.build probe/meson_options.txt
 	$(VENV)/bin/meson setup --reconfigure $(BUILD) probe || $(VENV)/bin/meson setup $(BUILD) probe
@@ -22,24 +28,39 @@ $(BUILD)/build.ninja: $(VENV)/.stamp probe/meson.build probe/meson_options.txt
 probe: $(BUILD)/build.ninja
 	$(VENV)/bin/ninja -C $(BUILD)
 
-# Measure wake-up latency on every CPU for 20 s under 2 fork-copy loads.
-run: probe
-	$(PROBE) wakeup --cpus $$(cat /sys/devices/system/cpu/online) --duration 20s \
-		--load forkcopy:2 --allow-fallback --json results-probe.json
-	@echo "result document: results-probe.json"
+# The quick preset (27 cases, under 3 minutes); needs root for SCHED_FIFO.
+run: install
+	$(VENV)/bin/rtlab run quick
+
+debs:
+	@missing=""; for p in $(TEST_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" -eq 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+		else echo "not root: tests needing$$missing will skip"; fi; \
+	fi
+
+lint: install
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
 
 probe-test: probe
 	$(VENV)/bin/meson test -C $(BUILD) --print-errorlogs
 
-pytest: probe
-	RTLAB_PROBE=$(abspath $(PROBE)) $(VPY) -m pytest -q tests
+pytest: install debs
+	$(VPY) -m pytest -q tests
 
-test: probe-test pytest
+test: lint probe-test pytest
 
 # Static aarch64 build of rtlab-probe, smoke-tested under qemu-user. Installs
 # gcc-aarch64-linux-gnu / qemu-user-static with apt-get when they are missing.
+# Only the rtlab-probe target is built (the unit tests stay native); its path
+# in the build tree comes from `meson introspect`.
 CROSS_FILE := probe/cross/aarch64-linux-gnu.ini
 CROSS_QEMU := qemu-aarch64-static
+# Target libc of gcc-aarch64-linux-gnu: lets qemu run the dynamically linked
+# test program of Meson's compiler sanity check (the cross file's exe_wrapper).
+CROSS_ENV  := QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
 
 cross-test: $(VENV)/.stamp
 	@missing=""; \
@@ -53,28 +74,34 @@ cross-test: $(VENV)/.stamp
 		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	fi
 	@if [ -f $(CROSS)/build.ninja ]; then \
-		$(VENV)/bin/meson setup --reconfigure $(CROSS) probe --cross-file $(CROSS_FILE) -Dstatic=true; \
+		$(CROSS_ENV) $(VENV)/bin/meson setup --reconfigure $(CROSS) probe --cross-file $(CROSS_FILE) -Dstatic=true; \
 	else \
-		$(VENV)/bin/meson setup $(CROSS) probe --cross-file $(CROSS_FILE) -Dstatic=true; \
+		$(CROSS_ENV) $(VENV)/bin/meson setup $(CROSS) probe --cross-file $(CROSS_FILE) -Dstatic=true; \
 	fi
-	$(VENV)/bin/ninja -C $(CROSS) rtlab-probe
-	@info=$$(file -b $(CROSS)/rtlab-probe); echo "file: $$info"; \
+	$(CROSS_ENV) $(VENV)/bin/meson compile -C $(CROSS) rtlab-probe
+	@set -e; \
+	exe=$$($(VENV)/bin/meson introspect --targets $(CROSS) | $(PYTHON) -c 'import json, sys; \
+		print(next(t["filename"][0] for t in json.load(sys.stdin) if t["name"] == "rtlab-probe"))'); \
+	exe=$${exe#$(CURDIR)/}; \
+	info=$$(file -b $$exe); echo "file $$exe: $$info"; \
 	case "$$info" in \
 	*"ARM aarch64"*) ;; \
-	*) echo "cross-test: $(CROSS)/rtlab-probe is not an ARM aarch64 executable" >&2; exit 1;; \
+	*) echo "cross-test: $$exe is not an ARM aarch64 executable" >&2; exit 1;; \
 	esac; \
 	case "$$info" in \
 	*executable*"statically linked"*|*executable*"static-pie linked"*) ;; \
-	*) echo "cross-test: $(CROSS)/rtlab-probe is not a statically linked executable" >&2; exit 1;; \
-	esac
-	$(CROSS_QEMU) $(CROSS)/rtlab-probe --version
-	rm -f $(CROSS)/wakeup.json
-	$(CROSS_QEMU) $(CROSS)/rtlab-probe wakeup --loops 200 --interval 1ms --policy other \
-		--no-mlock --json $(CROSS)/wakeup.json
+	*) echo "cross-test: $$exe is not a statically linked executable" >&2; exit 1;; \
+	esac; \
+	echo "$(CROSS_QEMU) $$exe --version"; \
+	$(CROSS_QEMU) $$exe --version; \
+	rm -f $(CROSS)/wakeup.json; \
+	echo "$(CROSS_QEMU) $$exe wakeup --loops 200 --interval 1ms --policy other --no-mlock --json $(CROSS)/wakeup.json"; \
+	$(CROSS_QEMU) $$exe wakeup --loops 200 --interval 1ms --policy other --no-mlock \
+		--json $(CROSS)/wakeup.json; \
 	$(PYTHON) -c 'import json, sys; d = json.load(open(sys.argv[1])); \
 		t = d["threads"][0]; \
 		assert t["count"] == 200, "threads[0].count is %r, expected 200" % t["count"]; \
-		print("cross-test: OK, %s %s under qemu: %d wake-ups, p50 %d ns, max %d ns" % \
+		print("cross-test: OK, %s %s (aarch64, static) under qemu: %d wake-ups, p50 %d ns, max %d ns" % \
 		      (d["tool"], d["version"], t["count"], t["percentiles_ns"]["50"], t["max_ns"]))' \
 		$(CROSS)/wakeup.json
 

@@ -8,14 +8,34 @@
 # pinned per online CPU, a 1 ms absolute period and LOOPS cycles per thread.
 # Prints pooled p50/p90/p99 and CPU time (user+sys) per cycle of each tool and
 # the probe/cyclictest ratios against the targets. Environment: LOOPS (20000),
-# ROUNDS (3), CPUS (all online), HISTMAX_US (2000), PROBE (build/probe/rtlab-probe).
+# ROUNDS (3), CPUS (all online), HISTMAX_US (2000), PROBE (default: the
+# rtlab-probe of `make probe`, built when missing).
 # `bench/fidelity.sh --help` lists all options (see bench/fidelity.py).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PYTHON=${PYTHON:-python3}
-PROBE=${PROBE:-build/probe/rtlab-probe}
+PROBE=${PROBE:-}
+
+# The probe built by `make probe` in build/probe: ask Meson where the target
+# lives (build/probe/rtlab-probe or build/probe/src/rtlab-probe, by layout).
+find_probe() {
+	local exe=""
+	if [[ -f build/probe/build.ninja && -x .venv/bin/meson ]]; then
+		exe=$(.venv/bin/meson introspect --targets build/probe 2>/dev/null | "$PYTHON" -c '
+import json, sys
+try:
+    print(next(t["filename"][0] for t in json.load(sys.stdin) if t["name"] == "rtlab-probe"))
+except Exception:
+    pass' || true)
+	fi
+	if [[ -n $exe && -x $exe ]]; then
+		echo "$exe"
+	elif [[ -x build/probe/rtlab-probe ]]; then
+		echo build/probe/rtlab-probe
+	fi
+}
 
 for arg in "$@"; do
 	if [[ $arg == -h || $arg == --help ]]; then
@@ -28,24 +48,28 @@ if [[ $(id -u) -ne 0 ]]; then
 	exit 2
 fi
 
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+	echo "fidelity.sh: $PYTHON not found" >&2
+	exit 2
+fi
+
 if ! command -v cyclictest >/dev/null 2>&1; then
 	echo "fidelity.sh: installing rt-tests (cyclictest)" >&2
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rt-tests >/dev/null
 fi
 
-if ! command -v "$PYTHON" >/dev/null 2>&1; then
-	echo "fidelity.sh: $PYTHON not found" >&2
-	exit 2
-fi
-
-if [[ ! -x $PROBE ]]; then
-	if [[ $PROBE != build/probe/rtlab-probe ]]; then
-		echo "fidelity.sh: $PROBE is not an executable" >&2
-		exit 2
+if [[ -z $PROBE ]]; then
+	PROBE=$(find_probe)
+	if [[ -z $PROBE ]]; then
+		echo "fidelity.sh: building the probe (make probe)" >&2
+		make probe >&2
+		PROBE=$(find_probe)
 	fi
-	echo "fidelity.sh: building the probe (make probe)" >&2
-	make probe >&2
+fi
+if [[ -z $PROBE || ! -x $PROBE ]]; then
+	echo "fidelity.sh: no rtlab-probe executable (${PROBE:-not found}); set PROBE=path" >&2
+	exit 2
 fi
 
 exec "$PYTHON" bench/fidelity.py --probe "$PROBE" --cyclictest "$(command -v cyclictest)" "$@"

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,11 +12,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def probe_path() -> Path:
+    """$RTLAB_PROBE, else the one installed beside this Python, else the Meson build."""
     env = os.environ.get("RTLAB_PROBE")
-    path = Path(env) if env else ROOT / "build" / "probe" / "rtlab-probe"
-    if not path.exists():
-        pytest.skip(f"rtlab-probe not built at {path} (run `make probe`)")
-    return path
+    candidates = (
+        [Path(env)]
+        if env
+        else [Path(sys.executable).parent / "rtlab-probe", ROOT / "build" / "probe" / "rtlab-probe"]
+    )
+    for path in candidates:
+        if path.is_file():
+            return path
+    pytest.skip(f"rtlab-probe not found ({', '.join(map(str, candidates))}): run `make install`")
 
 
 @pytest.fixture(scope="session")

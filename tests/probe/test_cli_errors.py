@@ -74,9 +74,25 @@ def test_no_arguments_prints_usage_and_exits_2(run_probe):
 def test_help_lists_every_option(run_probe):
     cp = run_probe("wakeup", "--help")
     assert cp.returncode == 0
-    for opt in ("--cpus", "--threads", "--main-cpus", "--interval", "--distance", "--loops",
-                "--duration", "--policy", "--allow-fallback", "--raw", "--no-mlock",
-                "--dma-latency", "--threshold", "--quiet", "--load", "--settle", "--json"):
+    for opt in (
+        "--cpus",
+        "--threads",
+        "--main-cpus",
+        "--interval",
+        "--distance",
+        "--loops",
+        "--duration",
+        "--policy",
+        "--allow-fallback",
+        "--raw",
+        "--no-mlock",
+        "--dma-latency",
+        "--threshold",
+        "--quiet",
+        "--load",
+        "--settle",
+        "--json",
+    ):
         assert opt in cp.stdout, opt
 
 

@@ -38,16 +38,26 @@ def assert_group_gone(pgid: int) -> None:
 
 COMMANDS = {
     "load": ["load", "forkcopy:3"],
-    "wakeup": ["wakeup", "--load", "forkcopy:3", "--settle", "100ms", "--duration", "10m",
-               "--allow-fallback", "--quiet"],
+    "wakeup": [
+        "wakeup",
+        "--load",
+        "forkcopy:3",
+        "--settle",
+        "100ms",
+        "--duration",
+        "10m",
+        "--allow-fallback",
+        "--quiet",
+    ],
 }
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGKILL"])
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_no_load_survives_a_signal(probe, tmp_path, command, how):
-    proc = subprocess.Popen([str(probe), *COMMANDS[command]], stderr=subprocess.DEVNULL,
-                            cwd=tmp_path)
+    proc = subprocess.Popen(
+        [str(probe), *COMMANDS[command]], stderr=subprocess.DEVNULL, cwd=tmp_path
+    )
     try:
         pgid = load_group_of(proc, 3)
         time.sleep(0.3)  # let the workers fork and copy
@@ -64,9 +74,21 @@ def test_no_load_survives_a_signal(probe, tmp_path, command, how):
 
 @pytest.mark.parametrize("command", ["load", "wakeup"])
 def test_no_load_survives_a_normal_exit(probe, tmp_path, command):
-    args = (["load", "forkcopy:3", "--duration", "1500ms", "--quiet"] if command == "load" else
-            ["wakeup", "--load", "forkcopy:3", "--settle", "100ms", "--duration", "1500ms",
-             "--allow-fallback", "--quiet"])
+    args = (
+        ["load", "forkcopy:3", "--duration", "1500ms", "--quiet"]
+        if command == "load"
+        else [
+            "wakeup",
+            "--load",
+            "forkcopy:3",
+            "--settle",
+            "100ms",
+            "--duration",
+            "1500ms",
+            "--allow-fallback",
+            "--quiet",
+        ]
+    )
     proc = subprocess.Popen([str(probe), *args], cwd=tmp_path)
     pgid = load_group_of(proc, 3)
     assert proc.wait(timeout=20) == 0
@@ -84,12 +106,19 @@ def test_forkcopy_does_real_work_and_is_reported(run_probe, tmp_path):
 
 
 def test_wakeup_records_the_load_it_ran(wakeup):
-    cp, doc = wakeup("--load", "forkcopy:2:64K", "--settle", "200ms", "--loops", "300",
-                     "--allow-fallback")
+    cp, doc = wakeup(
+        "--load", "forkcopy:2:64K", "--settle", "200ms", "--loops", "300", "--allow-fallback"
+    )
     assert cp.returncode == 0, cp.stderr
     (spec,) = doc["params"]["loads"]
-    assert spec == {"spec": "forkcopy:2:64K", "kind": "forkcopy", "processes": 2, "cpus": None,
-                    "size_bytes": 65536, "work_unit": "fork+copy"}
+    assert spec == {
+        "spec": "forkcopy:2:64K",
+        "kind": "forkcopy",
+        "processes": 2,
+        "cpus": None,
+        "size_bytes": 65536,
+        "work_unit": "fork+copy",
+    }
     (ran,) = doc["loads"]
     assert ran["workers"] == 2 and ran["work_units"] > 0
     assert doc["params"]["settle_ns"] == 200_000_000

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import pty
@@ -35,19 +36,21 @@ def check_thread(t: dict, loops: int | None = None) -> None:
     assert t["histogram"]["unit"] == "ns"
     assert sum(b[2] for b in buckets) + t["histogram"]["overflow"] == n
     assert all(lo <= hi for lo, hi, _ in buckets)
-    assert all(a[1] < b[0] for a, b in zip(buckets, buckets[1:]))
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(buckets))
     assert buckets[0][0] <= t["min_ns"] <= buckets[0][1]
     assert buckets[-1][0] <= t["max_ns"] <= buckets[-1][1]
     worst = t["worst"]
     assert 1 <= len(worst) <= 16 and len(worst) == min(16, n)
     assert worst[0]["latency_ns"] == t["max_ns"]
-    assert [w["latency_ns"] for w in worst] == sorted((w["latency_ns"] for w in worst), reverse=True)
+    assert [w["latency_ns"] for w in worst] == sorted(
+        (w["latency_ns"] for w in worst), reverse=True
+    )
     assert all(0 <= w["cycle"] < n and w["t_ns"] >= 0 for w in worst)
     s = t["series"]
     assert s["period_ns"] == 1_000_000_000
     assert sum(s["count"]) == n
     assert len(s["min_ns"]) == len(s["max_ns"]) == len(s["mean_ns"]) == len(s["count"])
-    for lo, mean, hi, c in zip(s["min_ns"], s["mean_ns"], s["max_ns"], s["count"]):
+    for lo, mean, hi, c in zip(s["min_ns"], s["mean_ns"], s["max_ns"], s["count"], strict=True):
         if c:
             assert t["min_ns"] <= lo <= mean <= hi <= t["max_ns"]
         else:
@@ -79,8 +82,17 @@ def test_document_structure_per_cpu(wakeup):
 
 
 def test_unpinned_threads_and_distance(wakeup):
-    cp, doc = wakeup("--threads", "2", "--interval", "500us", "--distance", "250us",
-                     "--loops", "100", "--allow-fallback")
+    cp, doc = wakeup(
+        "--threads",
+        "2",
+        "--interval",
+        "500us",
+        "--distance",
+        "250us",
+        "--loops",
+        "100",
+        "--allow-fallback",
+    )
     assert cp.returncode == 0, cp.stderr
     assert [t["cpu"] for t in doc["threads"]] == [None, None]
     assert [t["period_ns"] for t in doc["threads"]] == [500_000, 750_000]
@@ -92,12 +104,27 @@ def test_unpinned_threads_and_distance(wakeup):
 def test_policy_is_really_applied(probe, tmp_path):
     """While it runs, the kernel reports the measuring threads as SCHED_FIFO 42."""
     out = tmp_path / "r.json"
-    proc = subprocess.Popen([str(probe), "wakeup", "--threads", "2", "--policy", "fifo:42",
-                             "--duration", "20s", "--main-cpus", "0", "--json", str(out),
-                             "--quiet"])
+    proc = subprocess.Popen(
+        [
+            str(probe),
+            "wakeup",
+            "--threads",
+            "2",
+            "--policy",
+            "fifo:42",
+            "--duration",
+            "20s",
+            "--main-cpus",
+            "0",
+            "--json",
+            str(out),
+            "--quiet",
+        ]
+    )
     try:
-        rt = procfs.wait_for(lambda: [t for t in procfs.threads(proc.pid)
-                                      if t.policy == SCHED_FIFO])
+        rt = procfs.wait_for(
+            lambda: [t for t in procfs.threads(proc.pid) if t.policy == SCHED_FIFO]
+        )
         assert len(rt) == 2 and all(t.rt_priority == 42 for t in rt)
         main = procfs.stat(proc.pid)
         assert main.policy == SCHED_OTHER
@@ -110,9 +137,15 @@ def test_policy_is_really_applied(probe, tmp_path):
 
 
 @needs_root
-@pytest.mark.parametrize(("spec", "name", "prio", "nice"),
-                         [("rr:10", "rr", 10, 0), ("other:5", "other", 0, 5),
-                          ("other:-20", "other", 0, -20), ("fifo:99", "fifo", 99, 0)])
+@pytest.mark.parametrize(
+    ("spec", "name", "prio", "nice"),
+    [
+        ("rr:10", "rr", 10, 0),
+        ("other:5", "other", 0, 5),
+        ("other:-20", "other", 0, -20),
+        ("fifo:99", "fifo", 99, 0),
+    ],
+)
 def test_policies_read_back(wakeup, spec, name, prio, nice):
     cp, doc = wakeup("--policy", spec, "--loops", "50")
     assert cp.returncode == 0, cp.stderr
@@ -128,7 +161,11 @@ def test_deadline_policy(wakeup):
     assert cp.returncode == 0, cp.stderr
     pol = doc["threads"][0]["policy"]
     assert pol["name"] == "deadline"
-    assert (pol["runtime_ns"], pol["deadline_ns"], pol["period_ns"]) == (200_000, 1_000_000, 1_000_000)
+    assert (pol["runtime_ns"], pol["deadline_ns"], pol["period_ns"]) == (
+        200_000,
+        1_000_000,
+        1_000_000,
+    )
     check_thread(doc["threads"][0], loops=50)
 
 
@@ -155,16 +192,30 @@ def shared_dir():
 
 
 def as_nobody(cmd: list[str]) -> list[str]:
-    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-            "--inh-caps=-all", *cmd]
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", *cmd]
 
 
 @needs_root
 def test_refused_policy_exits_3_without_fallback(probe, shared_dir):
     out = shared_dir / "r.json"
-    cp = subprocess.run(as_nobody([str(probe), "wakeup", "--policy", "fifo:80", "--loops", "10",
-                                   "--no-mlock", "--json", str(out)]),
-                        capture_output=True, text=True, timeout=30)
+    cp = subprocess.run(
+        as_nobody(
+            [
+                str(probe),
+                "wakeup",
+                "--policy",
+                "fifo:80",
+                "--loops",
+                "10",
+                "--no-mlock",
+                "--json",
+                str(out),
+            ]
+        ),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert cp.returncode == 3, cp.stderr
     assert len(cp.stderr.strip().splitlines()) == 1 and "--policy" in cp.stderr
     assert not out.exists()
@@ -173,9 +224,25 @@ def test_refused_policy_exits_3_without_fallback(probe, shared_dir):
 @needs_root
 def test_fallback_records_the_policy_really_used(probe, shared_dir):
     out = shared_dir / "r.json"
-    cp = subprocess.run(as_nobody([str(probe), "wakeup", "--policy", "fifo:80", "--loops", "20",
-                                   "--allow-fallback", "--json", str(out), "--quiet"]),
-                        capture_output=True, text=True, timeout=30)
+    cp = subprocess.run(
+        as_nobody(
+            [
+                str(probe),
+                "wakeup",
+                "--policy",
+                "fifo:80",
+                "--loops",
+                "20",
+                "--allow-fallback",
+                "--json",
+                str(out),
+                "--quiet",
+            ]
+        ),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert cp.returncode == 0, cp.stderr
     doc = json.loads(out.read_text())
     t = doc["threads"][0]
@@ -188,8 +255,18 @@ def test_fallback_records_the_policy_really_used(probe, shared_dir):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_stops_cleanly_with_incomplete_document(probe, tmp_path, sig):
     out = tmp_path / "r.json"
-    proc = subprocess.Popen([str(probe), "wakeup", "--duration", "10m", "--allow-fallback",
-                             "--json", str(out), "--quiet"])
+    proc = subprocess.Popen(
+        [
+            str(probe),
+            "wakeup",
+            "--duration",
+            "10m",
+            "--allow-fallback",
+            "--json",
+            str(out),
+            "--quiet",
+        ]
+    )
     time.sleep(1.0)
     proc.send_signal(sig)
     assert proc.wait(timeout=10) == 0
@@ -227,8 +304,16 @@ def read_raw(path):
 @needs_root
 def test_raw_capture_matches_document(wakeup, tmp_path):
     raw = tmp_path / "samples.raw"
-    cp, doc = wakeup("--cpus", "0-1" if len(online_cpus()) > 1 else "0", "--loops", "500",
-                     "--interval", "200us", "--raw", str(raw))
+    cp, doc = wakeup(
+        "--cpus",
+        "0-1" if len(online_cpus()) > 1 else "0",
+        "--loops",
+        "500",
+        "--interval",
+        "200us",
+        "--raw",
+        str(raw),
+    )
     assert cp.returncode == 0, cp.stderr
     for t in doc["threads"]:
         path = raw if len(doc["threads"]) == 1 else tmp_path / f"samples.raw.{t['index']}"
@@ -245,8 +330,9 @@ def test_raw_capture_matches_document(wakeup, tmp_path):
 
 def test_no_mlock_and_quiet(run_probe, tmp_path):
     out = tmp_path / "r.json"
-    cp = run_probe("wakeup", "--loops", "10", "--no-mlock", "--allow-fallback", "--quiet",
-                   "--json", str(out))
+    cp = run_probe(
+        "wakeup", "--loops", "10", "--no-mlock", "--allow-fallback", "--quiet", "--json", str(out)
+    )
     assert cp.returncode == 0 and cp.stdout == "" and cp.stderr == ""
     doc = json.loads(out.read_text())
     assert doc["mlocked"] is False and doc["params"]["mlock"] is False
@@ -270,8 +356,11 @@ def test_dma_latency_is_recorded(wakeup):
 def test_live_status_on_a_terminal(probe):
     """With a terminal on stderr, a status line per thread shows cycles and min/avg/max."""
     leader, follower = pty.openpty()
-    proc = subprocess.Popen([str(probe), "wakeup", "--threads", "2", "--duration", "1500ms",
-                             "--allow-fallback"], stdout=subprocess.DEVNULL, stderr=follower)
+    proc = subprocess.Popen(
+        [str(probe), "wakeup", "--threads", "2", "--duration", "1500ms", "--allow-fallback"],
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+    )
     os.close(follower)
     chunks = b""
     while True:
@@ -291,8 +380,17 @@ def test_live_status_on_a_terminal(probe):
 
 def test_progress_lines_are_json(run_probe, tmp_path):
     out = tmp_path / "r.json"
-    cp = run_probe("wakeup", "--loops", "1500", "--allow-fallback", "--quiet", "--progress", "-",
-                   "--json", str(out))
+    cp = run_probe(
+        "wakeup",
+        "--loops",
+        "1500",
+        "--allow-fallback",
+        "--quiet",
+        "--progress",
+        "-",
+        "--json",
+        str(out),
+    )
     assert cp.returncode == 0, cp.stderr
     lines = [json.loads(line) for line in cp.stdout.splitlines()]
     assert lines[0]["phase"] == "start" and lines[-1]["phase"] == "done"

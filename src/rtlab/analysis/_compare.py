@@ -1,0 +1,198 @@
+"""Comparing two cases: ratios, a rank test and CI thresholds (``--fail-if``)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from rtlab.analysis._stats import CaseStats
+from rtlab.errors import UserError
+from rtlab.units import format_ns, parse_duration_ns
+
+#: Statistics compared by `ratio_table`.
+RATIO_KEYS = ("min", "mean", "median", "p99", "p999", "max", "jitter", "stddev")
+
+#: Metric names accepted in thresholds -> CaseStats field.
+METRICS: dict[str, str] = {
+    "min": "min",
+    "mean": "mean",
+    "avg": "mean",
+    "median": "median",
+    "p50": "median",
+    "p90": "p90",
+    "p99": "p99",
+    "p99.9": "p999",
+    "p99.99": "p9999",
+    "max": "max",
+    "jitter": "jitter",
+    "stddev": "stddev",
+}
+
+
+def _ratio(a: float, b: float) -> float:
+    if math.isnan(a) or math.isnan(b):
+        return math.nan
+    if a == 0:
+        return 1.0 if b == 0 else math.nan
+    return b / a
+
+
+def ratio_table(a: CaseStats, b: CaseStats) -> dict[str, float]:
+    """b / a for each of `RATIO_KEYS`; NaN when a is 0 (1.0 when both are) or missing."""
+    return {k: _ratio(float(getattr(a, k)), float(getattr(b, k))) for k in RATIO_KEYS}
+
+
+@dataclass(frozen=True)
+class RankTest:
+    """Two-sided Mann-Whitney U test of B against A.
+
+    ``effect_size`` is the probability of superiority P(B > A) + 0.5 P(B = A): 0.5
+    means no tendency, above 0.5 that B's latencies tend to be larger.
+    """
+
+    statistic: float  # U of B
+    pvalue: float
+    effect_size: float
+    n_a: int  # samples used (after subsampling)
+    n_b: int
+    subsampled: bool  # True when a side had more than max_n samples
+    total_a: int = 0  # samples offered
+    total_b: int = 0
+
+
+def _subsample(
+    x: np.ndarray | Sequence[np.ndarray], max_n: int, rng: np.random.Generator
+) -> tuple[np.ndarray, int, bool]:
+    arrays = [x] if isinstance(x, np.ndarray) else [np.asarray(a) for a in x]
+    arrays = [a.reshape(-1) for a in arrays]
+    total = sum(a.size for a in arrays)
+    if total <= max_n:
+        data = np.concatenate(arrays) if arrays else np.empty(0, np.int64)
+        return data.astype(np.int64, copy=False), total, False
+    pick = np.sort(rng.choice(total, size=max_n, replace=False, shuffle=False))
+    offsets = np.cumsum([0] + [a.size for a in arrays])
+    which = np.searchsorted(offsets, pick, side="right") - 1
+    out = np.empty(max_n, dtype=np.int64)
+    for i, a in enumerate(arrays):
+        sel = which == i
+        out[sel] = a[pick[sel] - offsets[i]]
+    return out, total, True
+
+
+def rank_test(
+    a_samples: np.ndarray | Sequence[np.ndarray],
+    b_samples: np.ndarray | Sequence[np.ndarray],
+    max_n: int = 200_000,
+    seed: int = 0,
+) -> RankTest:
+    """Mann-Whitney U (two-sided) of B against A, on heavy-tailed data without a t-test.
+
+    A side with more than ``max_n`` samples is subsampled uniformly without
+    replacement with a fixed seed (``subsampled`` says so), so the result is repeatable.
+    """
+    rng = np.random.default_rng(seed)
+    a, total_a, sub_a = _subsample(a_samples, max_n, rng)
+    b, total_b, sub_b = _subsample(b_samples, max_n, rng)
+    if a.size == 0 or b.size == 0:
+        raise UserError("rank test needs samples on both sides")
+    from scipy.stats import mannwhitneyu  # slow to import: only when testing
+
+    res = mannwhitneyu(b, a, alternative="two-sided")
+    u = float(res.statistic)
+    return RankTest(
+        statistic=u,
+        pvalue=float(res.pvalue),
+        effect_size=u / (float(a.size) * float(b.size)),
+        n_a=int(a.size),
+        n_b=int(b.size),
+        subsampled=sub_a or sub_b,
+        total_a=total_a,
+        total_b=total_b,
+    )
+
+
+_FAIL_IF = re.compile(
+    r"\s*(?P<metric>[a-z][a-z0-9.]*)\s*>\s*"
+    r"(?:(?P<ratio>\d+(?:\.\d*)?|\.\d+)\s*x|\+\s*(?P<pct>\d+(?:\.\d*)?|\.\d+)\s*%"
+    r"|\+\s*(?P<inc>[^\s+].*?)|(?P<abs>[0-9.][^\s]*?))\s*",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A CI threshold on B's metric: at most A's times a ratio, A's plus an increase, or
+    (kind "absolute", A unused) a fixed limit."""
+
+    expr: str
+    metric: str  # CaseStats field
+    kind: Literal["ratio", "increase", "absolute"]
+    value: float  # ratio (kind "ratio"), else ns
+
+    def limit(self, a: CaseStats) -> float:
+        if self.kind == "absolute":
+            return self.value
+        base = float(getattr(a, self.metric))
+        return base * self.value if self.kind == "ratio" else base + self.value
+
+    def check(self, a: CaseStats, b: CaseStats) -> tuple[bool, str]:
+        """(exceeded, one-line description). A missing value (no samples) counts as exceeded."""
+        va, vb = float(getattr(a, self.metric)), float(getattr(b, self.metric))
+        name = self.expr.strip()
+        if math.isnan(vb) or (math.isnan(va) and self.kind != "absolute"):
+            return True, f"{name}: cannot compare, a side has no {self.metric} (exceeded)"
+        limit = self.limit(a)
+        exceeded = vb > limit
+        verdict = "exceeded" if exceeded else "ok"
+        if self.kind == "absolute":
+            return exceeded, f"{name}: {format_ns(vb)} (limit {format_ns(limit)}): {verdict}"
+        if self.kind == "ratio":
+            r = _ratio(va, vb)
+            change = "n/a" if math.isnan(r) else f"{r:.3g}x"
+            bound = f"{self.value:g}x"
+        else:
+            change = ("+" if vb >= va else "-") + format_ns(abs(vb - va))
+            bound = "+" + format_ns(self.value)
+        return exceeded, (
+            f"{name}: {format_ns(va)} -> {format_ns(vb)} ({change}, limit {bound}"
+            f" = {format_ns(limit)}): {verdict}"
+        )
+
+
+def parse_fail_if(expr: str) -> Threshold:
+    """Parse ``p99>1.2x``, ``max>1.5x``, ``mean>+20us``, ``p99.9>+10%`` into a Threshold.
+
+    Metrics: min, mean|avg, median|p50, p90, p99, p99.9, p99.99, max, jitter, stddev.
+    Limits: a ratio ``Nx`` (N > 0), a relative increase ``+N%``, an absolute increase
+    ``+DURATION`` (ns, us, µs, ms, s, m, h) or a fixed limit ``DURATION`` (``max>100us``:
+    B's max above 100 µs, whatever A's). Bad expressions raise UserError.
+    """
+    text = str(expr)
+    m = _FAIL_IF.fullmatch(text)
+    if m is None:
+        raise UserError(
+            f"bad --fail-if {text!r}: expected METRIC>RATIOx or METRIC>+DURATION, e.g. p99>1.2x"
+        )
+    metric = m.group("metric").lower()
+    if metric not in METRICS:
+        raise UserError(
+            f"bad --fail-if {text!r}: unknown metric {metric!r} (one of {', '.join(METRICS)})"
+        )
+    if m.group("ratio") is not None:
+        value = float(m.group("ratio"))
+        if not value > 0:
+            raise UserError(f"bad --fail-if {text!r}: the ratio must be above 0")
+        return Threshold(text, METRICS[metric], "ratio", value)
+    if m.group("pct") is not None:
+        return Threshold(text, METRICS[metric], "ratio", 1.0 + float(m.group("pct")) / 100.0)
+    kind: Literal["increase", "absolute"] = "increase" if m.group("inc") else "absolute"
+    try:
+        ns = parse_duration_ns(m.group("inc") or m.group("abs"))
+    except UserError as e:
+        raise UserError(f"bad --fail-if {text!r}: {e}") from None
+    return Threshold(text, METRICS[metric], kind, float(ns))

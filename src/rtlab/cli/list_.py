@@ -1,0 +1,65 @@
+"""rtlab list: the experiments in the results directory."""
+
+from __future__ import annotations
+
+import click
+
+from rtlab.cli._common import (
+    check_exclusive,
+    console,
+    output_options,
+    print_csv,
+    print_json,
+    results_option,
+    rich_table,
+    store_from,
+)
+
+LIST_COLUMNS = [
+    "id",
+    "name",
+    "created_utc",
+    "complete",
+    "done",
+    "cases",
+    "hostname",
+    "kernel",
+    "preempt",
+    "source",
+]
+
+
+@click.command("list")
+@results_option
+@output_options
+def list_cmd(results_dir: str, as_json: bool, as_csv: bool) -> None:
+    """List stored experiments."""
+    check_exclusive(as_json, as_csv)
+    rows = store_from(results_dir).listing()
+    for r in rows:
+        r["complete"] = bool(r["complete"])
+    if as_json:
+        print_json(rows)
+    elif as_csv:
+        print_csv(rows, LIST_COLUMNS)
+    elif not rows:
+        click.echo(f"no experiments in {results_dir}/")
+    else:
+        console().print(
+            rich_table(
+                None,
+                ["id", "name", "cases", "kernel", "preempt", "created"],
+                [
+                    [
+                        r["id"],
+                        r["name"] or "",
+                        f"{r['done']}/{r['cases']}" + ("" if r["complete"] else " (incomplete)"),
+                        r["kernel"] or "-",
+                        r["preempt"] or "-",
+                        r["created_utc"] or "-",
+                    ]
+                    for r in rows
+                ],
+                right_from=9,
+            )
+        )

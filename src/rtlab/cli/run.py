@@ -1,0 +1,201 @@
+"""rtlab run: run an experiment (a preset or a TOML file) and store every case."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.console import Group
+from rich.live import Live
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from rtlab.cli._common import DURATION, console, store_from
+from rtlab.errors import UserError
+from rtlab.experiment import load_experiment, preset_names, validate_with_probe
+from rtlab.probe import check_args, find_probe
+from rtlab.runner import Display, new_record, run_cases
+from rtlab.store import CaseRecord, ExperimentRecord
+from rtlab.units import format_ns
+
+
+class RichDisplay(Display):
+    """Overall progress with ETA, the current case, live per-thread min/avg/max."""
+
+    def __init__(self) -> None:
+        self.console = console()
+        self.bars = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.percentage:>3.0f}%"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+        )
+        self.live: Live | None = None
+        self.threads = Table.grid(padding=(0, 2))
+        self.case_base = 0.0
+
+    def start(self, rec: ExperimentRecord, todo: list[CaseRecord]) -> None:
+        self.total = sum(c.expected_s for c in todo) or 1.0
+        self.task = self.bars.add_task(f"{rec.id}: {len(todo)} cases", total=self.total)
+        self.case_task = self.bars.add_task("", total=1.0)
+        self.live = Live(
+            Group(self.bars, self.threads),
+            console=self.console,
+            refresh_per_second=4,
+            transient=False,
+        )
+        self.live.start()
+
+    def case_start(self, case: CaseRecord) -> None:
+        self.case_started = time.monotonic()
+        self.expected = case.expected_s or 1.0
+        self.bars.update(
+            self.case_task,
+            description=f"  {case.series}: {case.name}",
+            completed=0,
+            total=self.expected,
+        )
+        self._threads([])
+
+    def _threads(self, threads: list[dict]) -> None:
+        grid = Table.grid(padding=(0, 2))
+        for i, t in enumerate(threads):
+            if t.get("count"):
+                grid.add_row(
+                    f"  T{i}",
+                    f"{t['count']:>9} cycles",
+                    "min " + format_ns(t["min_ns"]),
+                    "avg " + format_ns(t["mean_ns"]),
+                    "max " + format_ns(t["max_ns"]),
+                )
+        if self.live:
+            self.live.update(Group(self.bars, grid))
+
+    def progress(self, case: CaseRecord, line: dict) -> None:
+        done = min(time.monotonic() - self.case_started, self.expected)
+        self.bars.update(self.case_task, completed=done)
+        self.bars.update(self.task, completed=self.case_base + done)
+        self._threads(line.get("threads", []))
+
+    def case_done(self, case: CaseRecord, doc_path: Path | None) -> None:
+        self.case_base += case.expected_s
+        self.bars.update(self.task, completed=self.case_base)
+
+    def stop(self) -> None:
+        if self.live:
+            self.live.stop()
+
+
+class PlainDisplay(Display):
+    """One line per case, for logs and CI (no terminal)."""
+
+    def start(self, rec: ExperimentRecord, todo: list[CaseRecord]) -> None:
+        self.n, self.i = len(todo), 0
+        click.echo(
+            f"{rec.id}: {self.n} cases, about {sum(c.expected_s for c in todo):.0f} s", err=True
+        )
+
+    def case_start(self, case: CaseRecord) -> None:
+        self.i += 1
+        self.last: dict = {}
+        click.echo(f"[{self.i}/{self.n}] {case.series}: {case.name} ...", err=True)
+
+    def progress(self, case: CaseRecord, line: dict) -> None:
+        self.last = line
+
+    def case_done(self, case: CaseRecord, doc_path: Path | None) -> None:
+        threads = [t for t in self.last.get("threads", []) if t.get("count")]
+        if threads:
+            mx = max(t["max_ns"] for t in threads)
+            click.echo(
+                f"    {case.status}: {sum(t['count'] for t in threads)} samples, "
+                f"max {format_ns(mx)}",
+                err=True,
+            )
+        else:
+            click.echo(f"    {case.status}", err=True)
+
+
+@click.command()
+@click.argument("experiment", required=False)
+@click.option(
+    "--scale",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="multiply every case's loops or duration",
+)
+@click.option("--deadline", type=DURATION, help="latency requirement, e.g. 100us")
+@click.option("--raw", is_flag=True, help="capture every sample (exact statistics, rank tests)")
+@click.option("--resume", "resume_id", metavar="ID", help="continue an interrupted experiment")
+@click.option(
+    "--out",
+    "results_dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="results directory [default: results]",
+)
+@click.option(
+    "--check", "check_only", is_flag=True, help="validate and list the cases, run nothing"
+)
+@click.pass_context
+def run(
+    ctx: click.Context,
+    experiment: str | None,
+    scale: float,
+    deadline: int | None,
+    raw: bool,
+    resume_id: str | None,
+    results_dir: str | None,
+    check_only: bool,
+) -> int:
+    """Run EXPERIMENT: a preset (standard, policies, quick) or a TOML file.
+
+    Every case is checked before anything runs. Finished cases are kept when
+    the run is interrupted; --resume ID continues it.
+    """
+    store = store_from(results_dir or "results")
+    if resume_id:
+        if experiment:
+            raise click.UsageError("give an EXPERIMENT or --resume ID, not both")
+        rec = store.open(resume_id)
+        if rec.complete:
+            click.echo(f"{rec.id} is already complete")
+            return 0
+    else:
+        if not experiment:
+            raise click.UsageError(f"missing EXPERIMENT (presets: {', '.join(preset_names())})")
+        exp = load_experiment(experiment, scale)
+        if deadline is not None:
+            exp.deadline_ns = deadline
+        probe = find_probe()
+        validate_with_probe(exp, lambda args: check_args(args, probe))
+        if check_only:
+            for c in exp.cases:
+                click.echo(f"{c.index:3d} {c.series}: {c.name}  rtlab-probe {' '.join(c.args)}")
+            click.echo(
+                f"{len(exp.cases)} cases, about {sum(c.expected_s for c in exp.cases):.0f} s"
+            )
+            return 0
+        rec = new_record(store, exp, raw)
+    display = RichDisplay() if sys.stderr.isatty() else PlainDisplay()
+    result = run_cases(store, rec, display)
+    if result.interrupted:
+        click.echo(
+            f"interrupted: {sum(c.status == 'done' for c in rec.cases)} of "
+            f"{len(rec.cases)} cases kept; continue with: rtlab run --resume {rec.id}",
+            err=True,
+        )
+        return 130
+    click.echo(f"{rec.id}: {result.ran} cases run, results in {rec.path}")
+    report_hook = ctx.obj.get("after_run") if isinstance(ctx.obj, dict) else None
+    if report_hook:
+        report_hook(rec)
+    if not rec.complete:
+        raise UserError(f"{rec.id}: some cases did not finish")
+    return 0

@@ -1,0 +1,113 @@
+"""Statistics of stored experiments: the bridge between the store and rtlab.analysis."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rtlab.analysis import CaseStats, document_case_stats
+from rtlab.store import CaseRecord, ExperimentRecord
+
+# Column order of every statistics table: key in CaseStats, header, is-a-duration.
+COLUMNS: list[tuple[str, str, bool]] = [
+    ("min", "min", True),
+    ("mean", "avg", True),
+    ("median", "median", True),
+    ("p99", "p99", True),
+    ("p999", "p99.9", True),
+    ("max", "max", True),
+    ("jitter", "jitter", True),
+    ("stddev", "stddev", True),
+    ("overruns", "overruns", False),
+    ("deadline_misses", "misses", False),
+]
+
+
+def row_label(case: CaseRecord) -> str:
+    """The swept value(s) that tell a case apart within its series."""
+    if len(case.swept) == 1:
+        return str(next(iter(case.swept.values())))
+    return case.name
+
+
+def case_stats(rec: ExperimentRecord, case: CaseRecord, deadline_ns: int | None) -> CaseStats:
+    doc = rec.document(case)
+    return document_case_stats(doc, (rec.path / case.document).parent, deadline_ns=deadline_ns)
+
+
+def stats_rows(rec: ExperimentRecord, deadline_ns: int | None = None) -> list[dict[str, Any]]:
+    """One row per finished case: series, case, swept values and the statistics."""
+    deadline = deadline_ns if deadline_ns is not None else rec.manifest.get("deadline_ns")
+    rows = []
+    for case in rec.cases:
+        if case.status != "done":
+            continue
+        stats = case_stats(rec, case, deadline)
+        rows.append(
+            {
+                "experiment": rec.id,
+                "series": case.series,
+                "case": case.name,
+                "label": row_label(case),
+                "swept": case.swept,
+                "index": case.index,
+                **stats.to_dict(),
+            }
+        )
+    return rows
+
+
+def by_series(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault(row["series"], []).append(row)
+    return out
+
+
+def case_samples(rec: ExperimentRecord, case: CaseRecord):
+    """Raw samples of a case, one memory-mapped array per thread, or None without raw capture."""
+    from rtlab.rawfile import open_samples
+
+    doc = rec.document(case)
+    base = (rec.path / case.document).parent
+    arrays = []
+    for t in doc["threads"]:
+        name = t.get("raw_file")
+        if not name:
+            return None
+        path = base / name
+        if not path.exists():
+            path = base / Path(name).name
+        if not path.exists():
+            return None
+        arrays.append(open_samples(path))
+    return arrays
+
+
+# Fingerprint facts that name a setup when they differ between experiments.
+SETUP_FACTS: list[tuple[str, str]] = [
+    ("preempt_model", "{}"),
+    ("kernel_release", "{}"),
+    ("hz", "HZ={}"),
+    ("timer_mode", "{}"),
+    ("isolated_cpus", "isolated={}"),
+    ("hostname", "{}"),
+]
+
+
+def setup_labels(recs: list[ExperimentRecord]) -> list[str]:
+    """Name each experiment by the system facts that differ between them (else by its id)."""
+    systems = [r.system() for r in recs]
+    labels: list[list[str]] = [[] for _ in recs]
+    for key, form in SETUP_FACTS:
+        values = [json.dumps(s.get(key), sort_keys=True) for s in systems]
+        if len(set(values)) > 1:
+            for i, s in enumerate(systems):
+                v = s.get(key)
+                text = ",".join(map(str, v)) if isinstance(v, list) else v
+                labels[i].append(form.format(text if text not in (None, "") else "?"))
+    names = [" · ".join(parts) for parts in labels]
+    if len(set(names)) < len(names) or not all(names):
+        names = [r.id for r in recs]
+    return names
