@@ -7,8 +7,9 @@ VPY     := $(VENV)/bin/python
 BUILD   := build/probe
 PROBE   := $(BUILD)/rtlab-probe
 CROSS   := build/aarch64
-# Debian packages the tests use (cyclictest for the import tests).
-TEST_DEBS := rt-tests
+# Debian packages the tests use (cyclictest for the import tests, chromium to render
+# the HTML report, stress-ng and iperf3 as load backends; hackbench comes with rt-tests).
+TEST_DEBS := rt-tests chromium stress-ng iperf3
 
 .PHONY: run test install probe probe-test pytest lint debs cross-test bench clean
 

@@ -77,7 +77,14 @@ def test_isolation_sources(tmp_path, files, cpus, source, kernel):
     ("version", "config", "realtime", "model"),
     [
         ("#1 SMP PREEMPT_RT Tue", None, None, "rt"),
-        ("#1 SMP PREEMPT_DYNAMIC", None, None, "dynamic"),
+        ("#1 SMP PREEMPT_DYNAMIC", None, None, "dynamic:unknown"),
+        ("#1 SMP PREEMPT_DYNAMIC", {"CONFIG_PREEMPT_DYNAMIC": "y"}, None, "dynamic:unknown"),
+        (
+            "#1 SMP PREEMPT_DYNAMIC",
+            {"CONFIG_PREEMPT_DYNAMIC": "y", "CONFIG_PREEMPT_VOLUNTARY": "y"},
+            None,
+            "dynamic:voluntary",
+        ),
         ("#1 SMP PREEMPT Mon", None, None, "full"),
         ("#1 SMP Mon", None, None, "unknown"),
         ("#1 SMP", {"CONFIG_PREEMPT_VOLUNTARY": "y"}, None, "voluntary"),
@@ -87,6 +94,21 @@ def test_isolation_sources(tmp_path, files, cpus, source, kernel):
 )
 def test_preempt_model(version, config, realtime, model):
     assert preempt_model(version, config, realtime) == model
+
+
+@pytest.mark.parametrize(
+    ("debugfs", "boot_param", "model"),
+    [
+        ("none voluntary (full) lazy", None, "dynamic:full"),
+        ("none (voluntary) full", "full", "dynamic:voluntary"),  # debugfs is the current state
+        (None, "full", "dynamic:full"),
+        (None, "bogus", "dynamic:none"),  # an unknown preempt= keeps the config default
+        (None, None, "dynamic:none"),
+    ],
+)
+def test_preempt_model_dynamic_current(debugfs, boot_param, model):
+    config = {"CONFIG_PREEMPT_DYNAMIC": "y", "CONFIG_PREEMPT_NONE": "y"}
+    assert preempt_model("#1 SMP PREEMPT_DYNAMIC", config, None, debugfs, boot_param) == model
 
 
 def test_fingerprint_from_fixture_tree(tmp_path):
@@ -115,4 +137,8 @@ def test_fingerprint_from_fixture_tree(tmp_path):
 def test_fingerprint_of_this_machine():
     fp = collect_fingerprint()
     assert fp["kernel_release"] and fp["cpu_count"] >= 1
-    assert fp["preempt_model"] in {"none", "voluntary", "full", "lazy", "rt", "dynamic", "unknown"}
+    model = fp["preempt_model"]
+    assert model in {"none", "voluntary", "full", "lazy", "rt", "unknown"} or (
+        model.split(":")[0] == "dynamic"
+        and model.split(":")[1] in {"none", "voluntary", "full", "lazy", "unknown"}
+    )

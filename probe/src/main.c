@@ -8,6 +8,7 @@
 #include "lib/opts.h"
 #include "lib/runner.h"
 #include "probe.h"
+#include "sysinfo.h"
 
 static void usage(FILE *f)
 {
@@ -18,6 +19,7 @@ static void usage(FILE *f)
 	fprintf(f, "\nother commands:\n"
 		   "  load         run load generators alone (SPEC = KIND:ARGS[@CPUS])\n"
 		   "  list         meters, loads and their options (--json for machines)\n"
+		   "  sysinfo      the system files the readiness audit reads (--json FILE)\n"
 		   "\nexit codes: 0 ok, 1 threshold exceeded, 2 bad usage, 3 unsupported here, 4 internal error\n");
 }
 
@@ -93,6 +95,8 @@ int main(int argc, char **argv)
 	/* Load grandchildren orphaned by a dying worker come back to us to be reaped. */
 	(void)prctl(PR_SET_CHILD_SUBREAPER, 1);
 
+	if (!strcmp(argv[1], "sysinfo"))
+		return sysinfo_main(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "list"))
 		return list_cmd(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "load"))
@@ -102,7 +106,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rtlab-probe: unknown command \"%s\" (meters: ", argv[1]);
 		for (int i = 0; probe_meters[i]; i++)
 			fprintf(stderr, "%s%s", i ? ", " : "", probe_meters[i]->name);
-		fprintf(stderr, "; also load, list)\n");
+		fprintf(stderr, "; also load, list, sysinfo)\n");
 		return EXIT_USAGE;
 	}
 	return run_meter(m, argc - 2, argv + 2, argc, argv);

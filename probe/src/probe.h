@@ -75,6 +75,11 @@ struct load_kind {
 	void (*worker)(const struct load_spec *spec, int index, volatile uint64_t *iter);
 	/* Kind-specific entries of the load's JSON object. */
 	void (*params_json)(struct jw *w, const struct load_spec *spec);
+	/* Optional, in the probe before forking: -ENOENT when an external tool is
+	 * missing (exit 3), -EINVAL when it refuses the arguments (exit 2). */
+	int (*prepare)(const struct load_spec *spec, char *err, size_t errlen);
+	const char *work_unit; /* what one unit of "work_units" is, e.g. "message" */
+	int per_cpu;           /* one worker per CPU of @CPUS, worker k pinned to the k-th */
 };
 
 extern const struct meter *const probe_meters[];

@@ -5,6 +5,15 @@
 
 extern const struct meter meter_wakeup;
 extern const struct load_kind load_forkcopy;
+extern const struct load_kind load_spin;
+extern const struct load_kind load_stride;
+extern const struct load_kind load_ipc;
+extern const struct load_kind load_io;
+extern const struct load_kind load_net;
+extern const struct load_kind load_timer;
+extern const struct load_kind load_stressng;
+extern const struct load_kind load_hackbench;
+extern const struct load_kind load_iperf3;
 
 const struct meter *const probe_meters[] = {
 	&meter_wakeup,
@@ -13,6 +22,15 @@ const struct meter *const probe_meters[] = {
 
 const struct load_kind *const probe_load_kinds[] = {
 	&load_forkcopy,
+	&load_spin,
+	&load_stride,
+	&load_ipc,
+	&load_io,
+	&load_net,
+	&load_timer,
+	&load_stressng,
+	&load_hackbench,
+	&load_iperf3,
 	NULL,
 };
 

@@ -37,6 +37,7 @@ CASE_KEYS: dict[str, tuple[tuple[type, ...], str | None, str]] = {
     "settle": ((str,), "--settle", "wait after starting loads"),
     "forkcopy": ((int,), None, "number of fork-copy load processes"),
     "forkcopy_size": ((str,), None, "buffer size of each fork-copy child (1M)"),
+    "load": ((str,), None, 'one load spec KIND:ARGS[@CPUS][,policy=P]; "" or "none": no load'),
     "loads": ((list,), None, "further load specs KIND:ARGS[@CPUS]"),
     "isolate_loads": ((bool,), None, "keep loads off the measuring CPUs"),
     "raw": ((bool,), None, "capture every sample"),
@@ -230,19 +231,37 @@ def _probe_args(
         load_cpus = f"@{format_cpulist(rest)}" if rest else ""
     if p.get("forkcopy"):
         args += ["--load", f"forkcopy:{p['forkcopy']}:{p.get('forkcopy_size', '1M')}{load_cpus}"]
-    for spec in p.get("loads", []):
-        args += ["--load", spec if "@" in spec else spec + load_cpus]
+    for spec in _load_specs(p):
+        args += ["--load", _pin_load(spec, load_cpus)]
     if p.get("mlock") is False:
         args.append("--no-mlock")
     args += p.get("probe_args", [])
     return args
 
 
+# ",policy=P" / ",nice=N" at the end of a load spec: "@CPUS" goes before them.
+_LOAD_SCHED = re.compile(r"(,(?:policy|nice)=[^,@]*)+$")
+
+
+def _load_specs(p: dict[str, Any]) -> list[str]:
+    """The 'load' key (unless "" or "none") and then the 'loads' list."""
+    one = p.get("load", "")
+    return ([one] if one not in ("", "none") else []) + list(p.get("loads", []))
+
+
+def _pin_load(spec: str, load_cpus: str) -> str:
+    """SPEC kept on LOAD_CPUS ("@1-3") unless it names its own CPUs."""
+    if not load_cpus or "@" in spec:
+        return spec
+    m = _LOAD_SCHED.search(spec)
+    return spec[: m.start()] + load_cpus + spec[m.start() :] if m else spec + load_cpus
+
+
 def _expected_seconds(p: dict[str, Any]) -> float:
     settle = (
         parse_duration_ns(p["settle"])
         if "settle" in p
-        else (1e9 if p.get("forkcopy") or p.get("loads") else 0)
+        else (1e9 if p.get("forkcopy") or _load_specs(p) else 0)
     )
     if "duration" in p:
         run = parse_duration_ns(p["duration"])
@@ -299,7 +318,14 @@ def validate_with_probe(exp: Experiment, check) -> None:
             option = m.group(1) if m else None
             keys = [k for k, v in CASE_KEYS.items() if v[1] == option]
             if option == "--load":
-                keys = ["forkcopy" if case.params.get("forkcopy") else "loads"]
+                one = case.params.get("load", "")
+                keys = [
+                    "forkcopy"
+                    if case.params.get("forkcopy") and '"forkcopy:' in reason
+                    else "load"
+                    if one not in ("", "none") and f'"{one.split("@")[0].split(",")[0]}' in reason
+                    else "loads"
+                ]
             named = f" key '{keys[0]}'" if keys else ""
             raise UserError(f"{exp.source}: series '{case.series}' ({case.name}){named}: {reason}")
 

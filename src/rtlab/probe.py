@@ -85,6 +85,10 @@ class ProbeOutcome:
 ProgressFn = Callable[[dict], None]
 
 
+def _term_as_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def _lines(stream) -> Iterator[str]:
     yield from iter(stream.readline, "")
 
@@ -101,17 +105,13 @@ def run_probe(
     rtlab forwards SIGINT/SIGTERM, and the probe still writes an incomplete document.
     """
     cmd = [str(probe or find_probe()), *args, "--json", str(document), "--progress", "-", "--quiet"]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
     interrupted = False
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def forward_term(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, forward_term)
+    previous = signal.signal(signal.SIGTERM, _term_as_interrupt)
+    proc = None
     try:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         try:
             for line in _lines(proc.stdout):
                 if on_progress:
@@ -119,15 +119,19 @@ def run_probe(
                         on_progress(json.loads(line))
         except KeyboardInterrupt:
             interrupted = True
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGINT)  # the probe still writes an incomplete document
             proc.stdout.read()
         stderr = proc.stderr.read()
         rc = proc.wait()
     finally:
         signal.signal(signal.SIGTERM, previous)
-        if proc.poll() is None:  # only on an unexpected error above
-            proc.kill()
-            proc.wait()
+        if proc is not None and proc.poll() is None:  # interrupted at an unlucky moment
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
     if rc == EXIT_UNSUPPORTED:
         raise UnsupportedError(stderr.strip().splitlines()[-1] if stderr.strip() else "exit 3")
     if rc == EXIT_USAGE:

@@ -8,6 +8,7 @@ from typing import Any
 
 from rtlab.analysis import CaseStats, document_case_stats
 from rtlab.store import CaseRecord, ExperimentRecord
+from rtlab.system._setup import SETUP_FACTS, setup_description, setup_names  # noqa: F401
 
 # Column order of every statistics table: key in CaseStats, header, is-a-duration.
 COLUMNS: list[tuple[str, str, bool]] = [
@@ -85,29 +86,20 @@ def case_samples(rec: ExperimentRecord, case: CaseRecord):
     return arrays
 
 
-# Fingerprint facts that name a setup when they differ between experiments.
-SETUP_FACTS: list[tuple[str, str]] = [
-    ("preempt_model", "{}"),
-    ("kernel_release", "{}"),
-    ("hz", "HZ={}"),
-    ("timer_mode", "{}"),
-    ("isolated_cpus", "isolated={}"),
-    ("hostname", "{}"),
-]
+def setup_facts(rec: ExperimentRecord) -> dict[str, Any]:
+    """The audit's facts (audit.json) when stored, else the fingerprint (system.json)."""
+    try:
+        facts = json.loads((rec.path / "audit.json").read_text()).get("facts")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        facts = None
+    return facts if isinstance(facts, dict) else rec.system()
 
 
 def setup_labels(recs: list[ExperimentRecord]) -> list[str]:
     """Name each experiment by the system facts that differ between them (else by its id)."""
-    systems = [r.system() for r in recs]
-    labels: list[list[str]] = [[] for _ in recs]
-    for key, form in SETUP_FACTS:
-        values = [json.dumps(s.get(key), sort_keys=True) for s in systems]
-        if len(set(values)) > 1:
-            for i, s in enumerate(systems):
-                v = s.get(key)
-                text = ",".join(map(str, v)) if isinstance(v, list) else v
-                labels[i].append(form.format(text if text not in (None, "") else "?"))
-    names = [" · ".join(parts) for parts in labels]
-    if len(set(names)) < len(names) or not all(names):
-        names = [r.id for r in recs]
-    return names
+    return setup_names([setup_facts(r) for r in recs], [r.id for r in recs])
+
+
+def setup_label(rec: ExperimentRecord) -> str:
+    """What the system of one experiment was, e.g. "PREEMPT_RT · HZ=1000 · isolcpus=3"."""
+    return setup_description(setup_facts(rec))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,8 +11,8 @@ from pathlib import Path
 from rtlab.errors import UserError
 from rtlab.experiment import Experiment
 from rtlab.probe import run_probe
-from rtlab.store import CaseRecord, ExperimentRecord, Store
-from rtlab.system import collect_fingerprint
+from rtlab.store import CaseRecord, ExperimentRecord, Store, write_json_atomic
+from rtlab.system import audit_system
 
 
 @dataclass
@@ -61,16 +62,33 @@ def new_record(store: Store, exp: Experiment, raw: bool) -> ExperimentRecord:
         ],
         "cases": cases,
     }
-    return store.create(manifest, exp.text, collect_fingerprint())
+    system, audit = audit_system(deadline_ns=exp.deadline_ns)
+    rec = store.create(manifest, exp.text, system)
+    write_json_atomic(rec.path / "audit.json", audit)  # what `rtlab audit --json` prints
+    return rec
+
+
+def _term_as_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _discard(rec: ExperimentRecord, case: CaseRecord, status: str) -> None:
+    """Forget a case that did not finish, so that --resume runs it again."""
+    for path in (rec.path / "cases").glob(f"{case.index:03d}.*"):
+        path.unlink()
+    case.status, case.document = status, None
+    rec.set_case(case)
 
 
 def run_cases(
     store: Store, rec: ExperimentRecord, display: Display, probe_runner: Callable = run_probe
 ) -> RunResult:
-    """Run every case not done yet. Stops at the first interruption, keeping what finished."""
+    """Run every case not done yet. Stops at the first interruption (^C, SIGTERM), keeping
+    every case that finished."""
     todo = [c for c in rec.cases if c.status != "done"]
     display.start(rec, todo)
     ran, interrupted = 0, False
+    previous = signal.signal(signal.SIGTERM, _term_as_interrupt)
     try:
         for case in todo:
             doc = rec.path / "cases" / f"{case.index:03d}.json"
@@ -78,29 +96,29 @@ def run_cases(
             if case.params.get("raw"):
                 args += ["--raw", str(rec.path / "cases" / f"{case.index:03d}.raw")]
             display.case_start(case)
-            outcome = probe_runner(args, doc, lambda line, c=case: display.progress(c, line))
-            if outcome.interrupted or outcome.document is None:
-                case.status = "interrupted" if outcome.interrupted else "failed"
-                if outcome.document:
-                    outcome.document.unlink()  # an incomplete case is re-run on --resume
-                for raw in (rec.path / "cases").glob(f"{case.index:03d}.raw*"):
-                    raw.unlink()
-                case.document = None
-                rec.set_case(case)
+            try:
+                outcome = probe_runner(args, doc, lambda line, c=case: display.progress(c, line))
+            except KeyboardInterrupt:
+                outcome = None
+            if outcome is None or outcome.interrupted:
+                _discard(rec, case, "interrupted")
                 display.case_done(case, None)
-                if outcome.interrupted:
-                    interrupted = True
-                    break
-                raise UserError(
-                    f"case {case.index} ({case.name}) failed: "
-                    f"{outcome.stderr.strip() or 'no document written'}"
-                )
+                interrupted = True
+                break
+            if outcome.document is None:
+                _discard(rec, case, "failed")
+                display.case_done(case, None)
+                reason = outcome.stderr.strip() or "no document written"
+                raise UserError(f"case {case.index} ({case.name}) failed: {reason}")
             case.status = "done"
             case.document = f"cases/{doc.name}"
             rec.set_case(case)
             ran += 1
             display.case_done(case, doc)
+    except KeyboardInterrupt:
+        interrupted = True  # between two cases: every finished case is already recorded
     finally:
+        signal.signal(signal.SIGTERM, previous)
         display.stop()
         store.index(rec)
     return RunResult(rec, interrupted, ran)

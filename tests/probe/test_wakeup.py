@@ -122,9 +122,12 @@ def test_policy_is_really_applied(probe, tmp_path):
         ]
     )
     try:
-        rt = procfs.wait_for(
-            lambda: [t for t in procfs.threads(proc.pid) if t.policy == SCHED_FIFO]
-        )
+
+        def fifo_threads() -> list[procfs.ProcStat]:
+            found = [t for t in procfs.threads(proc.pid) if t.policy == SCHED_FIFO]
+            return found if len(found) >= 2 else []  # both measuring threads set up
+
+        rt = procfs.wait_for(fifo_threads)
         assert len(rt) == 2 and all(t.rt_priority == 42 for t in rt)
         main = procfs.stat(proc.pid)
         assert main.policy == SCHED_OTHER

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "jsonw.h"
+#include "loadstat.h"
 #include "opts.h"
 #include "runner.h"
 #include "timeutil.h"
@@ -13,6 +14,7 @@
 struct load_params {
 	int64_t duration_ns;
 	bool duration_set;
+	int64_t settle_ns;
 	const char *json_path;
 	bool quiet;
 };
@@ -21,8 +23,13 @@ struct load_params {
 
 static const struct opt_desc load_opts[] = {
 	{ "duration", OPT_DURATION, NSEC_PER_MSEC, 366 * 24 * 3600 * NSEC_PER_SEC, "DUR",
-	  "stop after DUR (default: run until SIGINT/SIGTERM)", LP(duration_ns), LP(duration_set) },
-	{ "json", OPT_STRING, 0, 0, "FILE", "write what ran (work units per load) to FILE",
+	  "stop DUR after settling (default: run until SIGINT/SIGTERM)", LP(duration_ns),
+	  LP(duration_set) },
+	{ "settle", OPT_DURATION, 0, 3600 * NSEC_PER_SEC, "DUR",
+	  "wait DUR after starting the loads before recording activity (default 0)", LP(settle_ns),
+	  OPT_NO_SET },
+	{ "json", OPT_STRING, 0, 0, "FILE",
+	  "write what ran (work units per load, CPU busy %, switches/s) to FILE",
 	  LP(json_path), OPT_NO_SET },
 	{ "quiet", OPT_FLAG, 0, 0, NULL, "print nothing", LP(quiet), OPT_NO_SET },
 	OPT_END,
@@ -32,14 +39,16 @@ static void load_usage(const struct opt_table *t)
 {
 	printf("usage: rtlab-probe load SPEC... [options]\n\n"
 	       "Run load generators (SCHED_OTHER, in a process group that dies with the probe).\n"
-	       "SPEC is KIND:ARGS[@CPUS]; kinds:\n");
+	       "SPEC is KIND:ARGS[@CPUS][,policy=P][,nice=N]; P is other[:NICE], batch[:NICE],\n"
+	       "idle, fifo:PRIO or rr:PRIO. Kinds:\n");
 	for (int i = 0; probe_load_kinds[i]; i++)
-		printf("  %-24s %s\n", probe_load_kinds[i]->syntax, probe_load_kinds[i]->summary);
+		printf("  %s\n      %s\n", probe_load_kinds[i]->syntax, probe_load_kinds[i]->summary);
 	printf("\noptions:\n");
 	opts_help(stdout, t, 1);
 }
 
-static int write_json(const char *path, const struct load_group *g, const struct load_list *l)
+static int write_json(const char *path, const struct load_group *g, const struct load_list *l,
+		      const struct loadstat *act)
 {
 	char tmp[4200];
 	FILE *f;
@@ -56,6 +65,8 @@ static int write_json(const char *path, const struct load_group *g, const struct
 	jw_kstr(&w, "version", RTLAB_PROBE_VERSION);
 	jw_key(&w, "loads");
 	load_group_json(&w, g, l);
+	jw_key(&w, "activity");
+	loadstat_json(&w, &act[0], &act[1]);
 	jw_obj_end(&w);
 	fputc('\n', f);
 	if (f == stdout)
@@ -72,6 +83,7 @@ static int write_json(const char *path, const struct load_group *g, const struct
 int run_loads_only(int argc, char **argv)
 {
 	static struct load_list list;
+	static struct loadstat act[2];
 	struct load_params p = { 0 };
 	struct opt_table t = { load_opts, &p };
 	struct load_group g;
@@ -98,9 +110,9 @@ int run_loads_only(int argc, char **argv)
 		fprintf(stderr, "rtlab-probe load: %s\n", err);
 		return EXIT_USAGE;
 	}
-	if (load_group_start(&g, &list, err, sizeof(err))) {
+	if ((rc = load_group_start(&g, &list, err, sizeof(err)))) {
 		fprintf(stderr, "rtlab-probe load: %s\n", err);
-		return EXIT_UNSUPPORTED;
+		return rc == -EINVAL ? EXIT_USAGE : EXIT_UNSUPPORTED;
 	}
 	if (!p.quiet)
 		fprintf(stderr, "rtlab-probe load: %d processes in group %d; stop with SIGINT/SIGTERM\n",
@@ -109,15 +121,23 @@ int run_loads_only(int argc, char **argv)
 	(void)sigaddset(&sigs, SIGINT);
 	(void)sigaddset(&sigs, SIGTERM);
 	(void)sigaddset(&sigs, SIGHUP);
-	for (int64_t end = g.start_ns + p.duration_ns;;) {
-		int64_t left = p.duration_set ? end - mono_now_ns() : NSEC_PER_SEC;
-		struct timespec ts = ns_to_ts(left > 0 ? left : 0);
+	act[0].ok = false;
+	for (int64_t settled = g.start_ns + p.settle_ns, end = settled + p.duration_ns;;) {
+		int64_t now = mono_now_ns();
+		int64_t left = p.duration_set ? end - now : NSEC_PER_SEC;
+		struct timespec ts;
 
-		if (left <= 0 || sigtimedwait(&sigs, NULL, &ts) > 0)
+		if (!act[0].ok && now >= settled)
+			(void)loadstat_read(NULL, &act[0]);
+		else if (!act[0].ok && settled - now < left)
+			left = settled - now;
+		ts = ns_to_ts(left > 0 ? left : 0);
+		if ((p.duration_set && end - now <= 0) || sigtimedwait(&sigs, NULL, &ts) > 0)
 			break;
 	}
+	(void)loadstat_read(NULL, &act[1]);
 	load_group_stop(&g);
-	if (p.json_path && (rc = write_json(p.json_path, &g, &list))) {
+	if (p.json_path && (rc = write_json(p.json_path, &g, &list, act))) {
 		fprintf(stderr, "rtlab-probe load: cannot write \"%.300s\" (%s)\n", p.json_path, strerror(-rc));
 		return EXIT_INTERNAL;
 	}

@@ -15,7 +15,45 @@
 #include "probe.h"
 #include "timeutil.h"
 
-#define LOAD_GRACE_NS (300 * NSEC_PER_MSEC)
+#define LOAD_GRACE_NS (800 * NSEC_PER_MSEC) /* external tools clean up after SIGTERM */
+#define LOAD_READY_NS (5 * NSEC_PER_SEC) /* for every worker to set itself up */
+
+/* Strip trailing ",policy=P" / ",nice=N" from BUF into OUT. 0 or -EINVAL with a reason. */
+static int strip_sched(char *buf, struct load_spec *out, bool *nice_set, int *nice,
+		       char *err, size_t errlen)
+{
+	char *comma;
+
+	while ((comma = strrchr(buf, ','))) {
+		const char *opt = comma + 1;
+		int64_t v;
+
+		if (strchr(opt, '@'))
+			return 0; /* ",nice=N@CPUS": taken after the CPUs are split off */
+
+		if (!strncmp(opt, "nice=", 5)) {
+			if (parse_int64(opt + 5, &v) || v < -20 || v > 19) {
+				snprintf(err, errlen, "\"%s\": nice must be -20..19", opt);
+				return -EINVAL;
+			}
+			*nice_set = true;
+			*nice = (int)v;
+		} else if (!strncmp(opt, "policy=", 7)) {
+			if (policy_parse(opt + 7, &out->policy, err, errlen))
+				return -EINVAL;
+			if (out->policy.policy == SCHED_DEADLINE) {
+				snprintf(err, errlen, "\"%s\": SCHED_DEADLINE is not for loads (their "
+					 "processes fork)", opt);
+				return -EINVAL;
+			}
+			out->has_policy = true;
+		} else {
+			return 0;
+		}
+		*comma = '\0';
+	}
+	return 0;
+}
 
 int load_spec_parse(const char *text, const struct cpulist *online, struct load_spec *out,
 		    char *err, size_t errlen)
@@ -29,7 +67,13 @@ int load_spec_parse(const char *text, const struct cpulist *online, struct load_
 	}
 	strcpy(out->text, text);
 	strcpy(buf, text);
-	char *at = strchr(buf, '@');
+	bool nice_set = false;
+	int nice = 0;
+
+	/* Scheduling options may come after @CPUS (canonical) or before it. */
+	if (strip_sched(buf, out, &nice_set, &nice, kerr, sizeof(kerr)))
+		goto out_kerr;
+	char *at = strrchr(buf, '@');
 
 	if (at) {
 		*at++ = '\0';
@@ -39,8 +83,19 @@ int load_spec_parse(const char *text, const struct cpulist *online, struct load_
 			return -EINVAL;
 		}
 		out->has_cpus = true;
+		if (strip_sched(buf, out, &nice_set, &nice, kerr, sizeof(kerr)))
+			goto out_kerr;
 	} else {
 		out->cpus = *online;
+	}
+	if (nice_set) {
+		if (out->has_policy && out->policy.policy != SCHED_OTHER &&
+		    out->policy.policy != SCHED_BATCH) {
+			snprintf(err, errlen, "\"%s\": nice applies to policy other or batch only", text);
+			return -EINVAL;
+		}
+		out->policy.nice = nice;
+		out->has_policy = true;
 	}
 	char *args = strchr(buf, ':');
 
@@ -58,20 +113,24 @@ int load_spec_parse(const char *text, const struct cpulist *online, struct load_
 		return -EINVAL;
 	}
 	if (out->kind->parse(args, out, kerr, sizeof(kerr))) {
-		snprintf(err, errlen, "\"%s\": %s (syntax %s[@CPUS])", text, kerr, out->kind->syntax);
+		snprintf(err, errlen, "\"%s\": %s (syntax %s[@CPUS][,policy=P][,nice=N])", text, kerr,
+			 out->kind->syntax);
 		return -EINVAL;
 	}
 	return 0;
+out_kerr:
+	snprintf(err, errlen, "\"%s\": %s", text, kerr);
+	return -EINVAL;
 }
 
-/* In the freshly forked worker: own group, die with the probe, plain scheduling. */
-static void worker_setup(pid_t pgid, pid_t probe_pid, const struct load_spec *s)
+/* In the freshly forked worker: own group, die with the probe, the spec's scheduling. */
+static void worker_setup(pid_t pgid, pid_t probe_pid, const struct load_spec *s, int index,
+			 volatile int32_t *ready)
 {
-	struct sched_param sp = { 0 };
 	sigset_t all;
 	cpu_set_t set;
-
-	char comm[16];
+	char comm[16], why[200];
+	int rc;
 
 	(void)setpgid(0, pgid);
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -83,16 +142,64 @@ static void worker_setup(pid_t pgid, pid_t probe_pid, const struct load_spec *s)
 	(void)sigprocmask(SIG_SETMASK, &all, NULL);
 	(void)signal(SIGINT, SIG_DFL);
 	(void)signal(SIGTERM, SIG_DFL);
-	(void)sched_setscheduler(0, SCHED_OTHER, &sp);
-	(void)setpriority(PRIO_PROCESS, 0, 0);
-	cpulist_to_set(&s->cpus, &set); /* also undoes the probe's --main-cpus pinning */
+	if (s->kind->per_cpu && s->cpus.n) {
+		CPU_ZERO(&set);
+		CPU_SET(s->cpus.cpu[index % s->cpus.n], &set);
+	} else {
+		cpulist_to_set(&s->cpus, &set); /* also undoes the probe's --main-cpus pinning */
+	}
 	(void)sched_setaffinity(0, sizeof(set), &set);
+	rc = policy_apply(&s->policy, 0, why, sizeof(why));
+	*ready = rc ? rc : 1;
+	if (rc)
+		_exit(EXIT_UNSUPPORTED);
+}
+
+pid_t load_fork_child(void)
+{
+	pid_t parent = getpid();
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent) /* the parent died before the line above */
+			_exit(0);
+	}
+	return pid;
+}
+
+/* Wait until every worker has applied its policy; -EPERM etc. naming the first refusal. */
+static int wait_ready(struct load_group *g, const struct load_list *l, char *err, size_t errlen)
+{
+	struct timespec nap = ns_to_ts(NSEC_PER_MSEC);
+	int64_t until = mono_now_ns() + LOAD_READY_NS;
+
+	for (;;) {
+		int pending = 0;
+
+		for (int k = 0; k < g->nworkers; k++) {
+			if (g->ready[k] < 0) {
+				const struct load_spec *s = &l->spec[g->spec_of[k]];
+				char pol[96], why[200];
+
+				policy_format(&s->policy, pol, sizeof(pol));
+				snprintf(why, sizeof(why), "%s", strerror(-g->ready[k]));
+				snprintf(err, errlen, "load \"%s\": policy %s refused (%s)", s->text, pol, why);
+				return g->ready[k];
+			}
+			pending += g->ready[k] == 0;
+		}
+		if (!pending || mono_now_ns() > until)
+			return 0;
+		(void)nanosleep(&nap, NULL);
+	}
 }
 
 int load_group_start(struct load_group *g, const struct load_list *l, char *err, size_t errlen)
 {
-	int total = 0;
+	int total = 0, rc;
 	pid_t self = getpid();
+	char kerr[300];
 
 	memset(g, 0, sizeof(*g));
 	for (int i = 0; i < l->n; i++)
@@ -106,12 +213,22 @@ int load_group_start(struct load_group *g, const struct load_list *l, char *err,
 		return 0;
 	g->pids = calloc(total, sizeof(*g->pids));
 	g->spec_of = calloc(total, sizeof(*g->spec_of));
-	g->iters = mmap(NULL, total * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+	g->iters = mmap(NULL, total * (sizeof(uint64_t) + sizeof(int32_t)), PROT_READ | PROT_WRITE,
 			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (!g->pids || !g->spec_of || g->iters == MAP_FAILED) {
 		g->iters = NULL;
 		snprintf(err, errlen, "load: out of memory");
 		return -ENOMEM;
+	}
+	g->ready = (volatile int32_t *)(g->iters + total);
+	for (int i = 0; i < l->n; i++) {
+		int rc;
+
+		if (l->spec[i].nprocs && l->spec[i].kind->prepare &&
+		    (rc = l->spec[i].kind->prepare(&l->spec[i], kerr, sizeof(kerr)))) {
+			snprintf(err, errlen, "load \"%s\": %s", l->spec[i].text, kerr);
+			return rc;
+		}
 	}
 	g->start_ns = mono_now_ns();
 	for (int i = 0; i < l->n; i++) {
@@ -127,7 +244,8 @@ int load_group_start(struct load_group *g, const struct load_list *l, char *err,
 				return -e;
 			}
 			if (pid == 0) {
-				worker_setup(g->pgid ? g->pgid : 0, self, &l->spec[i]);
+				worker_setup(g->pgid ? g->pgid : 0, self, &l->spec[i], k,
+					     &g->ready[g->nworkers]);
 				l->spec[i].kind->worker(&l->spec[i], k, &g->iters[g->nworkers]);
 				_exit(0);
 			}
@@ -138,7 +256,10 @@ int load_group_start(struct load_group *g, const struct load_list *l, char *err,
 			g->pids[g->nworkers++] = pid;
 		}
 	}
-	return 0;
+	rc = wait_ready(g, l, err, errlen);
+	if (rc)
+		load_group_stop(g);
+	return rc;
 }
 
 static int reap_some(struct load_group *g)
@@ -165,15 +286,27 @@ void load_group_stop(struct load_group *g)
 		int64_t until = mono_now_ns() + LOAD_GRACE_NS;
 
 		g->stop_ns = mono_now_ns();
+		/* A worker already gone failed (a load never ends by itself): say so in the document. */
+		for (int i = 0; i < g->nworkers; i++) {
+			siginfo_t si = { 0 };
+
+			if (g->pids[i] && g->ready[i] > 0 &&
+			    waitid(P_PID, (id_t)g->pids[i], &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+			    si.si_pid)
+				g->ready[i] = LOAD_ENDED_EARLY;
+		}
 		/* Workers are reaped only below, so the group ID cannot be reused yet. */
 		(void)kill(-g->pgid, SIGTERM);
 		while (mono_now_ns() < until) {
 			int alive = 0;
 
 			for (int i = 0; i < g->nworkers; i++) {
-				int st;
+				siginfo_t si = { 0 };
 
-				if (g->pids[i] && waitpid(g->pids[i], &st, WNOHANG | WNOWAIT) == 0)
+				/* waitid: waitpid() rejects WNOWAIT; exited workers stay to be reaped below */
+				if (g->pids[i] &&
+				    waitid(P_PID, (id_t)g->pids[i], &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+				    si.si_pid == 0)
 					alive++;
 			}
 			if (!alive)
@@ -212,6 +345,14 @@ void load_spec_json(struct jw *w, const struct load_spec *s)
 		jw_str(w, cpus);
 	else
 		jw_null(w);
+	if (s->has_policy) {
+		char pol[96];
+
+		policy_format(&s->policy, pol, sizeof(pol));
+		jw_kstr(w, "policy", pol);
+	}
+	if (s->kind->work_unit)
+		jw_kstr(w, "work_unit", s->kind->work_unit);
 	if (s->kind->params_json)
 		s->kind->params_json(w, s);
 	jw_obj_end(w);
@@ -220,16 +361,18 @@ void load_spec_json(struct jw *w, const struct load_spec *s)
 void load_group_json(struct jw *w, const struct load_group *g, const struct load_list *l)
 {
 	double secs = (double)(g->stop_ns - g->start_ns) / NSEC_PER_SEC;
+	char pol[96];
 
 	jw_arr_begin(w);
 	for (int i = 0; i < l->n; i++) {
 		uint64_t units = 0;
-		int workers = 0;
+		int workers = 0, ended = 0;
 
 		for (int k = 0; k < g->nworkers; k++) {
 			if (g->spec_of[k] == i) {
 				units += g->iters[k];
 				workers++;
+				ended += g->ready[k] == LOAD_ENDED_EARLY;
 			}
 		}
 		jw_obj_begin(w);
@@ -238,6 +381,11 @@ void load_group_json(struct jw *w, const struct load_group *g, const struct load
 		jw_kuint(w, "work_units", units);
 		jw_kdouble(w, "work_units_per_s", secs > 0 ? units / secs : 0.0);
 		jw_kint(w, "ran_ns", g->stop_ns - g->start_ns);
+		jw_kint(w, "workers_ended_early", ended);
+		policy_format(&l->spec[i].policy, pol, sizeof(pol));
+		jw_kstr(w, "policy", pol);
+		if (l->spec[i].kind->work_unit)
+			jw_kstr(w, "work_unit", l->spec[i].kind->work_unit);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);

@@ -1,7 +1,8 @@
 /*
- * Load specs (KIND:ARGS[@CPUS]) and the process group that runs them.
- * Every worker is SCHED_OTHER, in one process group the probe owns, with
- * PR_SET_PDEATHSIG so that nothing outlives the probe, even after SIGKILL.
+ * Load specs (KIND:ARGS[@CPUS][,policy=P][,nice=N]) and the process group
+ * that runs them. Every worker is SCHED_OTHER unless the spec asks otherwise,
+ * in one process group the probe owns, with PR_SET_PDEATHSIG so that nothing
+ * outlives the probe, even after SIGKILL.
  */
 #ifndef RTLAB_LOADRUN_H
 #define RTLAB_LOADRUN_H
@@ -11,10 +12,12 @@
 #include <sys/types.h>
 
 #include "cpulist.h"
+#include "policy.h"
 
 #define LOAD_MAX_SPECS 16
 #define LOAD_MAX_PROCS 4096
 #define LOAD_TEXT_MAX 160
+#define LOAD_ENDED_EARLY 2 /* load_group.ready: the worker had ended before the stop */
 
 struct load_kind;
 struct jw;
@@ -25,7 +28,9 @@ struct load_spec {
 	int nprocs;               /* worker processes to fork */
 	bool has_cpus;
 	struct cpulist cpus;      /* @CPUS, or all online CPUs */
-	_Alignas(8) unsigned char cfg[64]; /* kind-specific parsed arguments */
+	bool has_policy;          /* ",policy=P" or ",nice=N" given */
+	struct policy_spec policy; /* of every worker (default other:0) */
+	_Alignas(8) unsigned char cfg[LOAD_TEXT_MAX + 64]; /* kind-specific parsed arguments */
 };
 
 struct load_list {
@@ -43,6 +48,8 @@ struct load_group {
 	pid_t *pids;              /* worker PIDs, 0 once reaped */
 	int *spec_of;             /* spec index of each worker */
 	volatile uint64_t *iters; /* shared with the workers: work units done */
+	volatile int32_t *ready;  /* per worker: 0 starting, 1 set up, -errno refused,
+				   * LOAD_ENDED_EARLY gone before the stop */
 	int64_t start_ns, stop_ns; /* CLOCK_MONOTONIC */
 };
 
@@ -52,10 +59,16 @@ struct load_group {
  */
 int load_group_start(struct load_group *g, const struct load_list *l, char *err, size_t errlen);
 
+/*
+ * In a worker: fork a child process (same group, same policy and affinity)
+ * that dies with its parent. Returns as fork() does.
+ */
+pid_t load_fork_child(void);
+
 /* SIGTERM, then SIGKILL after a grace period, to the whole group; reap everything. */
 void load_group_stop(struct load_group *g);
 
-/* "loads": what ran, per spec (workers, work units, rate). */
+/* "loads": what ran, per spec (workers, work units, rate, workers that ended early). */
 void load_group_json(struct jw *w, const struct load_group *g, const struct load_list *l);
 
 /* Params entry for one spec. */

@@ -249,6 +249,8 @@ void report_json(const struct run *r, FILE *f)
 	jw_kbool(&w, "threshold_exceeded", r->c.threshold_set && report_threshold_exceeded(r));
 	jw_key(&w, "loads");
 	load_group_json(&w, &r->loads, &r->c.loads);
+	jw_key(&w, "activity");
+	loadstat_json(&w, &r->act0, &r->act1);
 	jw_key(&w, "threads");
 	jw_arr_begin(&w);
 	for (int i = 0; i < r->nthreads; i++)

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "loadstat.h"
 #include "rawring.h"
 #include "runner.h"
 #include "sampler.h"
@@ -34,6 +35,7 @@ struct run {
 	int dma_fd;
 	char start_utc[40], end_utc[40];
 	int64_t t0_ns, t1_ns; /* CLOCK_MONOTONIC around the measurement */
+	struct loadstat act0, act1; /* /proc/stat at the start and end of measuring */
 	int stop_signal;      /* the signal that stopped the run, 0 if none */
 	bool status_drawn;
 	FILE *progress;       /* --progress stream, or NULL */

@@ -51,7 +51,8 @@ static const struct opt_desc common_opts[] = {
 	  CP(progress_path), OPT_NO_SET },
 	{ "check", OPT_FLAG, 0, 0, NULL, "validate the options, print nothing and exit 0",
 	  CP(check_only), OPT_NO_SET },
-	{ "load", OPT_LOAD, 0, 0, "SPEC", "run a load while measuring: KIND:ARGS[@CPUS] (repeatable)",
+	{ "load", OPT_LOAD, 0, 0, "SPEC",
+	  "run a load while measuring: KIND:ARGS[@CPUS][,policy=P][,nice=N] (repeatable)",
 	  CP(loads), OPT_NO_SET },
 	{ "settle", OPT_DURATION, 0, 3600 * NSEC_PER_SEC, "DUR",
 	  "wait after starting loads before measuring (default 1s with loads)", CP(settle_ns),
@@ -264,6 +265,7 @@ static int start_threads(struct run *r, char *err, size_t errlen)
 		atomic_store(&r->abort, 1);
 	}
 	utc_now_iso(r->start_utc, sizeof(r->start_utc));
+	(void)loadstat_read(NULL, &r->act0);
 	r->t0_ns = mono_now_ns();
 	(void)pthread_barrier_wait(&r->go);
 	return rc;
@@ -314,6 +316,7 @@ static void main_wait(struct run *r)
 		if (r->th[i].started)
 			(void)pthread_join(r->th[i].pthread, NULL);
 	r->t1_ns = mono_now_ns();
+	(void)loadstat_read(NULL, &r->act1);
 	utc_now_iso(r->end_utc, sizeof(r->end_utc));
 }
 
@@ -404,7 +407,7 @@ int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char 
 		return fail(EXIT_UNSUPPORTED, m->name, err);
 	if ((rc = load_group_start(&r->loads, &r->c.loads, err, sizeof(err)))) {
 		release_all(r);
-		return fail(EXIT_UNSUPPORTED, m->name, err);
+		return fail(rc == -EINVAL ? EXIT_USAGE : EXIT_UNSUPPORTED, m->name, err);
 	}
 	if (r->progress)
 		progress_write(r, r->c.settle_ns ? "settle" : "start");

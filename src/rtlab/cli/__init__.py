@@ -8,9 +8,12 @@ import click
 
 from rtlab import __version__
 from rtlab.cli._common import EXIT_UNSUPPORTED, EXIT_USAGE
+from rtlab.cli.audit import audit
 from rtlab.cli.compare import compare
 from rtlab.cli.import_ import import_group
 from rtlab.cli.list_ import list_cmd
+from rtlab.cli.plot import plot
+from rtlab.cli.report import report
 from rtlab.cli.run import run
 from rtlab.cli.show import show
 from rtlab.errors import UnsupportedError, UserError
@@ -30,6 +33,9 @@ cli.add_command(list_cmd)
 cli.add_command(show)
 cli.add_command(compare)
 cli.add_command(import_group)
+cli.add_command(audit)
+cli.add_command(report)
+cli.add_command(plot)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -193,9 +193,13 @@ def run(
         )
         return 130
     click.echo(f"{rec.id}: {result.ran} cases run, results in {rec.path}")
-    report_hook = ctx.obj.get("after_run") if isinstance(ctx.obj, dict) else None
-    if report_hook:
-        report_hook(rec)
+    try:  # the results are stored already: a failing report must not fail the run
+        from rtlab.report import write_report
+
+        written = write_report([rec], rec.path / "report.html", deadline_ns=deadline)
+        click.echo(f"report: {written.html}")
+    except UserError as e:
+        click.echo(f"rtlab: no report written: {e}", err=True)
     if not rec.complete:
         raise UserError(f"{rec.id}: some cases did not finish")
     return 0

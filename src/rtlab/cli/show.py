@@ -16,7 +16,7 @@ from rtlab.cli._common import (
     rich_table,
     store_from,
 )
-from rtlab.results import COLUMNS, by_series, stats_rows
+from rtlab.results import COLUMNS, by_series, setup_label, stats_rows
 from rtlab.units import format_ns
 
 CSV_COLUMNS = [
@@ -62,6 +62,7 @@ def show(
                 "id": rec.id,
                 "name": rec.name,
                 "complete": rec.complete,
+                "setup": setup_label(rec),
                 "notes": rec.manifest.get("notes", []),
                 "rows": rows,
             }
@@ -76,6 +77,7 @@ def show(
         f"[bold]{rec.id}[/bold]  {rec.name}"
         + (f"  [yellow]incomplete: {pending} case(s) not run[/yellow]" if pending else "")
     )
+    out.print(f"  system: {setup_label(rec)}")
     for note in rec.manifest.get("notes", []):
         out.print(f"  {note}")
     dl = deadline if deadline is not None else rec.manifest.get("deadline_ns")
@@ -90,3 +92,27 @@ def show(
         out.print(rich_table(series, headers, table_rows))
     if rows and not all(r["exact"] for r in rows):
         out.print("percentiles from histograms: within ±0.4 % (probe) or ±0.5 µs (imported)")
+    activity = _activity_lines(rec)
+    if activity:
+        out.print("system activity while measuring (CPU busy %, switches/s, interrupts/s):")
+        for line in activity:
+            out.print(f"  {line}")
+
+
+def _activity_lines(rec) -> list[str]:
+    """One line per finished case when any ran a load: what the system really did."""
+    lines, loaded = [], False
+    for case in rec.cases:
+        if case.status != "done":
+            continue
+        doc = rec.document(case)
+        act = doc.get("activity")
+        loaded = loaded or bool(doc.get("loads"))
+        if not act:
+            continue
+        busy = "/".join(f"{v:.0f}" for v in act["cpu_busy_pct"].values())
+        lines.append(
+            f"{case.series}: {case.name}  {busy} %  {act['ctxt_per_s']:,.0f} ctxt/s  "
+            f"{act['intr_per_s']:,.0f} intr/s"
+        )
+    return lines if loaded else []

@@ -1,17 +1,62 @@
-"""What the measured system is: fingerprint, CPU isolation (audit and tuning come later)."""
+"""What the measured system is: facts, fingerprint, CPU isolation and the readiness audit."""
 
+from rtlab.system._audit import (
+    FAIL,
+    INFO,
+    OK,
+    STATUSES,
+    WARN,
+    Context,
+    Finding,
+    audit_document,
+    exit_status,
+    run_audit,
+)
+from rtlab.system._cmdline import Cmdline, parse_isolcpus, split_cmdline
 from rtlab.system._cpus import format_cpulist, parse_cpulist
-from rtlab.system._fingerprint import collect_fingerprint, preempt_model
+from rtlab.system._facts import Facts, parse_cpumask, read_facts
+from rtlab.system._fingerprint import audit_system, collect_fingerprint, fingerprint_from_facts
 from rtlab.system._isolation import Isolation, isolated_cpus
-from rtlab.system._root import LIVE_ROOT, SysRoot
+from rtlab.system._kernel import kernel_config, preempt_model
+from rtlab.system._root import (
+    LIVE_ROOT,
+    RecordingRoot,
+    Root,
+    SnapshotRoot,
+    SysRoot,
+    load_snapshot,
+)
 
 __all__ = [
+    "FAIL",
+    "INFO",
     "LIVE_ROOT",
+    "OK",
+    "STATUSES",
+    "WARN",
+    "Cmdline",
+    "Context",
+    "Facts",
+    "Finding",
     "Isolation",
+    "RecordingRoot",
+    "Root",
+    "SnapshotRoot",
     "SysRoot",
+    "audit_document",
+    "audit_system",
     "collect_fingerprint",
+    "exit_status",
+    "fingerprint_from_facts",
     "format_cpulist",
     "isolated_cpus",
+    "kernel_config",
+    "load_snapshot",
     "parse_cpulist",
+    "parse_cpumask",
+    "parse_isolcpus",
     "preempt_model",
+    "read_facts",
+    "run_audit",
+    "split_cmdline",
 ]

@@ -1,0 +1,125 @@
+"""rtlab audit: what in this system will hurt real-time behaviour, with evidence and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from rtlab.cli._common import DURATION, console, print_json, rich_table
+from rtlab.errors import UserError
+from rtlab.system import (
+    FAIL,
+    INFO,
+    LIVE_ROOT,
+    OK,
+    WARN,
+    Context,
+    Root,
+    SysRoot,
+    audit_document,
+    exit_status,
+    format_cpulist,
+    load_snapshot,
+    parse_cpulist,
+    read_facts,
+    run_audit,
+)
+from rtlab.system._capture import capture
+from rtlab.units import format_ns
+
+STYLE = {OK: "green", INFO: "cyan", WARN: "yellow", FAIL: "bold red"}
+
+
+def _root(root_dir: str | None, from_file: str | None) -> Root:
+    if root_dir and from_file:
+        raise click.UsageError("--root and --from exclude each other")
+    if from_file:
+        return load_snapshot(from_file)
+    if root_dir:
+        path = Path(root_dir)
+        if not path.is_dir():
+            raise UserError(f"--root {root_dir}: not a directory")
+        if not (path / "proc").is_dir() and not (path / "sys").is_dir():
+            raise UserError(f"--root {root_dir}: has neither proc/ nor sys/ (not a system tree)")
+        return SysRoot(path)
+    return LIVE_ROOT
+
+
+def _rt_cpus(text: str | None, root: Root) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        cpus = parse_cpulist(text)
+    except UserError as e:
+        raise UserError(f"--rt-cpus {text}: {e}") from None
+    if not cpus:
+        raise UserError(f"--rt-cpus {text!r}: no CPU given")
+    online = parse_cpulist(root.read("sys/devices/system/cpu/online") or "")
+    if online and not set(cpus) <= set(online):
+        missing = format_cpulist(set(cpus) - set(online))
+        raise UserError(
+            f"--rt-cpus {text}: CPU {missing} not online (online: {format_cpulist(online)})"
+        )
+    return cpus
+
+
+@click.command()
+@click.option("--root", "root_dir", metavar="DIR", help="audit a captured or synthetic / tree")
+@click.option(
+    "--from", "from_file", metavar="FILE", help="audit a document of `rtlab-probe sysinfo --json`"
+)
+@click.option("--json", "as_json", is_flag=True, help='JSON on stdout: {"facts", "findings"}')
+@click.option("--deadline", type=DURATION, help="latency requirement, e.g. 100us (idle states)")
+@click.option("--rt-cpus", metavar="LIST", help="the real-time CPUs (default: the isolated ones)")
+@click.option(
+    "--capture",
+    "capture_dir",
+    metavar="DIR",
+    help="copy the files the audit reads into DIR (a fixture tree) instead of auditing",
+)
+def audit(
+    root_dir: str | None,
+    from_file: str | None,
+    as_json: bool,
+    deadline: int | None,
+    rt_cpus: str | None,
+    capture_dir: str | None,
+) -> int:
+    """Check kernel, boot parameters and settings for real-time readiness.
+
+    Each finding is OK, INFO, WARN or FAIL with the file and value read, the fix and why.
+    Exit status: 0 without FAIL findings, 1 with, 2 on bad input.
+    """
+    root = _root(root_dir, from_file)
+    cpus = _rt_cpus(rt_cpus, root)
+    if capture_dir:
+        if not isinstance(root, SysRoot):
+            raise click.UsageError("--capture copies from a directory tree, not from --from")
+        copied = capture(root, Path(capture_dir), cpus)
+        click.echo(f"{len(copied)} files from {root.describe()} copied into {capture_dir}")
+        return 0
+    facts = read_facts(root, cpus)
+    findings = run_audit(facts, Context(deadline_ns=deadline))
+    if as_json:
+        print_json(audit_document(facts, findings))
+        return exit_status(findings)
+    out = console()
+    out.print(
+        f"[bold]{root.describe()}[/bold]: {facts.kernel_release or '?'}, "
+        f"preemption {facts.preempt_model}, HZ={facts.hz or '?'}, "
+        f"{facts.timer_mode or 'tick mode ?'}; real-time CPUs "
+        f"{format_cpulist(facts.rt_cpus) or '?'} ({facts.rt_cpus_source})"
+        + (f"; deadline {format_ns(deadline)}" if deadline else "")
+    )
+    rows = [[f"[{STYLE[x.status]}]{x.status}[/]", x.id, x.title, x.evidence] for x in findings]
+    out.print(rich_table(None, ["status", "check", "what", "evidence"], rows, right_from=99))
+    todo = [x for x in findings if x.status != OK and x.fix]
+    if todo:
+        out.print("\n[bold]What to change[/bold]")
+    for x in sorted(todo, key=lambda x: (-[OK, INFO, WARN, FAIL].index(x.status), x.id)):
+        out.print(f"[{STYLE[x.status]}]{x.status}[/] {x.id}: {x.fix}")
+        out.print(f"     why: {x.why}")
+    counts = {s: sum(x.status == s for x in findings) for s in (FAIL, WARN, INFO, OK)}
+    out.print("\n" + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    return exit_status(findings)

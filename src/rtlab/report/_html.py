@@ -1,0 +1,326 @@
+"""The self-contained HTML report: inline SVG figures, tables (each also as CSV beside the
+HTML file), print and phone CSS, no JavaScript, nothing fetched from the network."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rtlab import __version__
+from rtlab.errors import UserError
+from rtlab.report._comparison import comparison_tables
+from rtlab.report._data import ExperimentData, collect
+from rtlab.report._tables import (
+    Table,
+    audit_table,
+    fingerprint_table,
+    load_table,
+    parameters_table,
+    series_verdicts,
+    stats_table,
+    verdict_table,
+)
+from rtlab.report.plots import (
+    Plot,
+    box_plot,
+    exceedance_plot,
+    histogram_plot,
+    timeline_plot,
+    to_svg,
+)
+from rtlab.store import ExperimentRecord
+from rtlab.units import format_ns
+
+DEFAULT_LOADS = (4, 8)
+
+
+@dataclass
+class Figure:
+    anchor: str
+    title: str
+    alt: str
+    svg: str
+
+
+@dataclass
+class Section:
+    anchor: str
+    title: str
+    intro: str = ""
+    figures: list[Figure] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    """What `write_report` wrote: the HTML file and one CSV file per table."""
+
+    html: Path
+    csv: list[Path]
+    figures: int
+    tables: int
+
+
+def _svg_figures(plots: list[tuple[str, Plot]]) -> list[Figure]:
+    out = []
+    for anchor, p in plots:
+        out.append(Figure(anchor, p.title, p.alt, to_svg(p, anchor)))
+        p.figure.clear()  # free the artists as soon as the SVG text exists
+    return out
+
+
+def _headline(exps: list[ExperimentData]) -> dict[str, Any]:
+    verdicts = series_verdicts(exps)
+    judged = [v for v in verdicts if v["verdict"]]
+    fails = [v for v in judged if v["verdict"] == "FAIL"]
+    lines = []
+    if not judged:
+        status = "NONE"
+        lines.append(
+            "No deadline was given: the figures and tables show what was measured; "
+            "pass one with --deadline (at run or report time) for a PASS/FAIL verdict."
+        )
+    elif fails:
+        status = "FAIL"
+        for v in fails:
+            lines.append(
+                f"{v['series']}"
+                + (f" ({v['setup']})" if len(exps) > 1 else "")
+                + f": worst max {format_ns(v['max_ns'])} at {v['max_case']} exceeds the "
+                f"deadline {format_ns(v['deadline_ns'])} by {format_ns(-v['margin_ns'])}."
+            )
+    else:
+        status = "PASS"
+        tight = min(judged, key=lambda v: v["margin_ns"])
+        lines.append(
+            f"Every series with a deadline stays within it; the least headroom is "
+            f"{format_ns(tight['margin_ns'])} ({tight['series']}, worst max "
+            f"{format_ns(tight['max_ns'])} at {tight['max_case']})."
+        )
+    for e in exps:
+        if e.pending:
+            lines.append(
+                f"{e.id}: incomplete, {len(e.pending)} case(s) not run: "
+                + ", ".join(f"{c.series} / {c.name}" for c in e.pending)
+            )
+        for c in e.cut_short:
+            lines.append(f"{e.id}: case {c.case.series} / {c.case.name} was cut short.")
+        if e.audit:
+            counts = {
+                s: sum(f["status"] == s for f in e.audit["findings"]) for s in ("FAIL", "WARN")
+            }
+            if any(counts.values()):
+                lines.append(
+                    f"{e.id}: audit: {counts['FAIL']} FAIL, {counts['WARN']} WARN "
+                    "(see Audit findings)."
+                )
+    return {"status": status, "lines": lines}
+
+
+def _experiments_summary(exps: list[ExperimentData]) -> list[dict[str, Any]]:
+    out = []
+    for e in exps:
+        cases = e.cases()
+        starts = sorted(c.start_utc for c in cases if c.start_utc)
+        out.append(
+            {
+                "id": e.id,
+                "setup": e.setup,
+                "name": e.rec.name,
+                "description": e.rec.manifest.get("description") or "",
+                "source": e.rec.manifest.get("source") or "",
+                "created": e.rec.manifest.get("created_utc") or (starts[0] if starts else ""),
+                "measured": sum(c.elapsed_ns for c in cases) / 1e9,
+                "cases": f"{len(cases)} of {len(cases) + len(e.pending)}",
+                "samples": sum(c.stats.count for c in cases),
+                "exact": all(c.stats.exact for c in cases),
+                "deadline": format_ns(e.deadline_ns) if e.deadline_ns is not None else "none",
+                "notes": [str(n) for n in e.rec.manifest.get("notes", [])],
+                "incomplete": e.incomplete,
+            }
+        )
+    return out
+
+
+def build_sections(exps: list[ExperimentData], loads: Sequence[int]) -> list[Section]:
+    names: list[str] = []
+    for e in exps:
+        names += [s.name for s in e.series if s.cases and s.name not in names]
+    secs: list[Section] = []
+    secs.append(Section("verdict", "Verdict", tables=[verdict_table(exps)]))
+    secs.append(
+        Section(
+            "measured",
+            "What was measured",
+            tables=[fingerprint_table(exps), parameters_table(exps)],
+        )
+    )
+    if names:
+        secs.append(
+            Section(
+                "box",
+                "Latency against load",
+                "Tukey box plots per series: quartile box, median line, whiskers at the most "
+                "extreme sample within 1.5 IQR, outliers as dots; log scale.",
+                _svg_figures([("fig-box", box_plot(exps))]),
+            )
+        )
+        hist = [
+            (f"fig-hist-{i}-{j}", histogram_plot(e, s.name))
+            for i, e in enumerate(exps)
+            for j, s in enumerate(e.series)
+            if s.cases
+        ]
+        secs.append(
+            Section(
+                "hist",
+                "Latency histograms",
+                "One panel per case, one line per measuring thread; the maximum is marked.",
+                _svg_figures(hist),
+            )
+        )
+        secs.append(
+            Section(
+                "exceedance",
+                "Exceedance (1 − CDF)",
+                "The fraction of samples at or above each latency; all cases of a series overlaid.",
+                _svg_figures(
+                    [(f"fig-exc-{j}", exceedance_plot(exps, n)) for j, n in enumerate(names)]
+                ),
+            )
+        )
+        secs.append(
+            Section(
+                "timeline",
+                "Latency over time",
+                "Per-second minimum to maximum (band) and mean (line), the cases of a series "
+                "one after another: periodic spikes and drift show here.",
+                _svg_figures(
+                    [(f"fig-time-{j}", timeline_plot(exps, n)) for j, n in enumerate(names)]
+                ),
+            )
+        )
+    tables = [stats_table(exps)]
+    lt = load_table(exps, list(loads))
+    if lt.rows:
+        tables.insert(0, lt)
+    secs.append(Section("tables", "Tables", tables=tables))
+    if len(exps) > 1:
+        secs.append(
+            Section(
+                "compare",
+                "Comparison",
+                "Cases matched by series and swept value. Ratios are other / first "
+                "experiment (below 1: better than the first). The Mann-Whitney rank test "
+                "needs raw samples on both sides (rtlab run --raw); 'differs' means p < 0.01.",
+                tables=comparison_tables(exps),
+            )
+        )
+    if any(e.audit for e in exps):
+        secs.append(
+            Section(
+                "audit",
+                "Audit findings",
+                "Readiness checks of the measured system, most severe first.",
+                tables=[audit_table(exps)],
+            )
+        )
+    return secs
+
+
+def _csv_text(t: Table) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=t.csv_columns, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for row in t.csv_rows:
+        w.writerow({k: "" if row.get(k) is None else row.get(k) for k in t.csv_columns})
+    return buf.getvalue()
+
+
+def render_html(
+    exps: list[ExperimentData], sections: list[Section], csv_names: dict[str, str]
+) -> str:
+    from jinja2 import Environment, PackageLoader
+
+    env = Environment(
+        loader=PackageLoader("rtlab.report", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    from markupsafe import Markup
+
+    return env.get_template("report.html.j2").render(
+        title="rtlab report: " + ", ".join(e.id for e in exps),
+        generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        version=__version__,
+        headline=_headline(exps),
+        experiments=_experiments_summary(exps),
+        sections=sections,
+        csv_names=csv_names,
+        svg=Markup,  # figure SVG comes from matplotlib, which escapes every text it draws
+    )
+
+
+def write_report(
+    records: Sequence[ExperimentRecord | ExperimentData],
+    path: str | Path,
+    deadline_ns: int | None = None,
+    loads: Sequence[int] = DEFAULT_LOADS,
+) -> Report:
+    """Write the HTML report of RECORDS to PATH and every table as PATH-stem.NAME.csv.
+
+    ``deadline_ns`` None uses each experiment's own deadline. All files appear together
+    (written to temporary names first, then renamed); on error none is left behind.
+    """
+    if not records:
+        raise UserError("a report needs at least one experiment")
+    path = Path(path)
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise UserError(f"{path}: the report is an HTML file (.html)")
+    if not path.parent.is_dir():
+        raise UserError(f"{path.parent}: no such directory")
+    exps = (
+        list(records)
+        if all(isinstance(r, ExperimentData) for r in records) and deadline_ns is None
+        else collect([r.rec if isinstance(r, ExperimentData) else r for r in records], deadline_ns)
+    )
+    sections = build_sections(exps, loads)  # type: ignore[arg-type]
+    tables = [t for s in sections for t in s.tables]
+    csv_names = {t.name: f"{path.stem}.{t.name}.csv" for t in tables}
+    files = {path: render_html(exps, sections, csv_names)}  # type: ignore[arg-type]
+    for t in tables:
+        files[path.with_name(csv_names[t.name])] = _csv_text(t)
+    for target in files:
+        if target.is_dir():
+            raise UserError(f"{target}: is a directory, cannot write the report there")
+    tmps: list[tuple[Path, Path]] = []
+    created: list[Path] = []
+    try:
+        for target, text in files.items():
+            tmp = target.with_name(f".{target.name}.tmp.{os.getpid()}")
+            tmp.write_text(text, encoding="utf-8")
+            tmps.append((tmp, target))
+        for tmp, target in tmps:
+            new = not target.exists()
+            os.replace(tmp, target)
+            if new:
+                created.append(target)
+    except OSError as e:
+        for tmp, _ in tmps:
+            tmp.unlink(missing_ok=True)
+        for target in created:  # no new report files left half a set
+            target.unlink(missing_ok=True)
+        raise UserError(f"{path}: cannot write the report ({e.strerror or e})") from None
+    return Report(
+        html=path,
+        csv=[t for t, _ in list(files.items())[1:]],
+        figures=sum(len(s.figures) for s in sections),
+        tables=len(tables),
+    )

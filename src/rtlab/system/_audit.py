@@ -1,0 +1,96 @@
+"""The readiness audit: small checks over the facts, each with evidence, a fix and why."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from rtlab.system._cpus import format_cpulist
+from rtlab.system._facts import Facts
+
+OK, INFO, WARN, FAIL = "OK", "INFO", "WARN", "FAIL"
+STATUSES = (OK, INFO, WARN, FAIL)
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    status: str
+    title: str
+    evidence: str
+    fix: str
+    why: str
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Context:
+    deadline_ns: int | None = None
+
+
+class Check:
+    """One question about the system: available() -> read() -> advice().
+
+    read() returns the value judged and the evidence (file and value read);
+    advice() returns the status and, unless OK, the fix.
+    """
+
+    id: ClassVar[str]
+    title: ClassVar[str]
+    why: ClassVar[str]
+    missing: ClassVar[str] = "the facts this check needs were not readable"
+    missing_fix: ClassVar[str] = ""
+
+    def available(self, f: Facts) -> bool:
+        return True
+
+    def read(self, f: Facts) -> tuple[Any, str]:
+        raise NotImplementedError
+
+    def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
+        raise NotImplementedError
+
+    def run(self, f: Facts, ctx: Context) -> Finding:
+        if not self.available(f):
+            return Finding(self.id, INFO, self.title, self.missing, self.missing_fix, self.why)
+        value, evidence = self.read(f)
+        status, fix = self.advice(value, f, ctx)
+        return Finding(self.id, status, self.title, evidence, "" if status == OK else fix, self.why)
+
+
+# Helpers shared by the check modules.
+
+
+def cpus(values: list[int] | set[int] | None) -> str:
+    return format_cpulist(values or []) or "none"
+
+
+def rt_explicit(f: Facts) -> bool:
+    """True when the real-time CPUs are known (isolated or given), not just every CPU."""
+    return f.rt_cpus_source != "" and not f.rt_cpus_source.startswith("all online")
+
+
+def housekeeping(f: Facts) -> list[int]:
+    return [c for c in f.cpus_online if c not in f.rt_cpus] or f.cpus_online[:1]
+
+
+def hexmask(values: list[int]) -> str:
+    return format(sum(1 << c for c in values), "x")
+
+
+def run_audit(f: Facts, ctx: Context | None = None) -> list[Finding]:
+    from rtlab.system._checks import CHECKS
+
+    ctx = ctx or Context()
+    return [check.run(f, ctx) for check in CHECKS]
+
+
+def audit_document(f: Facts, findings: list[Finding]) -> dict[str, Any]:
+    """What `rtlab audit --json` prints and every experiment stores as audit.json."""
+    return {"facts": f.to_dict(), "findings": [x.to_dict() for x in findings]}
+
+
+def exit_status(findings: list[Finding]) -> int:
+    return 1 if any(x.status == FAIL for x in findings) else 0

@@ -1,0 +1,60 @@
+"""The ordered list of audit checks."""
+
+from __future__ import annotations
+
+from rtlab.system import _checks_cpu as cpu
+from rtlab.system import _checks_kernel as kernel
+from rtlab.system import _checks_os as os_
+from rtlab.system._audit import Check
+
+CHECKS: list[Check] = [
+    kernel.KernelConfig(),
+    kernel.PreemptModel(),
+    kernel.DebugOptions(),
+    kernel.LatencyTracers(),
+    kernel.RtGroupSched(),
+    kernel.TimerHz(),
+    kernel.TimerMode(),
+    kernel.HresActive(),
+    kernel.EventHandler(),
+    kernel.TimerResolution(),
+    kernel.Clocksource(),
+    kernel.Isolcpus(),
+    kernel.IsolcpusFlags(),
+    kernel.NohzFull(),
+    kernel.NohzFullConfig(),
+    kernel.RcuNocbsCoversNohz(),
+    kernel.RcuNocbs(),
+    kernel.RcuNocbPoll(),
+    kernel.IrqAffinityParam(),
+    kernel.ThreadIrqs(),
+    kernel.SkewTick(),
+    kernel.CstateLimit(),
+    kernel.TscReliable(),
+    kernel.BootTracing(),
+    cpu.Smt(),
+    cpu.SmtSiblingIsolated(),
+    cpu.Governor(),
+    cpu.IdleExitLatency(),
+    cpu.IrqAffinity(),
+    cpu.DefaultIrqAffinity(),
+    cpu.UserTasks(),
+    cpu.KernelThreads(),
+    cpu.WorkqueueMask(),
+    cpu.WritebackMask(),
+    os_.RtThrottling(),
+    os_.RtThrottlingIsolated(),
+    os_.TimerMigration(),
+    os_.NumaBalancing(),
+    os_.StatInterval(),
+    os_.DirtyWriteback(),
+    os_.SoftWatchdog(),
+    os_.NmiWatchdog(),
+    os_.Thp(),
+    os_.ThpDefrag(),
+    os_.Swap(),
+    os_.Ksm(),
+    os_.MceInterval(),
+    os_.CurrentTracer(),
+    os_.LatencyTracersAvailable(),
+]

@@ -1,0 +1,380 @@
+"""The facts the readiness audit judges, read through one root (live, tree or sysinfo document).
+
+Every path read here must be collected by `rtlab-probe sysinfo` (probe/src/sysinfo.c);
+tests/test_audit_contract.py fails when they drift apart.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rtlab.system._cmdline import Cmdline, cpulist_or_none
+from rtlab.system._isolation import isolated_cpus
+from rtlab.system._kernel import kernel_config, preempt_model
+from rtlab.system._root import Root
+
+CPU = "sys/devices/system/cpu"
+
+# Boot parameters that matter for real-time behaviour, reported as they were given.
+RT_PARAMS = (
+    "isolcpus", "nohz_full", "nohz", "rcu_nocbs", "rcu_nocb_poll", "irqaffinity", "threadirqs",
+    "nosmt", "idle", "intel_idle.max_cstate", "processor.max_cstate", "skew_tick", "tsc",
+    "nowatchdog", "nmi_watchdog", "nosoftlockup", "housekeeping", "kthread_cpus", "preempt",
+    "mitigations", "clocksource", "ftrace", "trace_event", "transparent_hugepage", "mce",
+    "intel_pstate", "cpufreq.default_governor", "rcupdate.rcu_normal_after_boot",
+)  # fmt: skip
+
+# Kernel options that add latency everywhere (checked by the debug-kernel check).
+DEBUG_OPTIONS = (
+    "CONFIG_KMEMLEAK", "CONFIG_PROVE_LOCKING", "CONFIG_LOCKDEP", "CONFIG_DEBUG_LOCK_ALLOC",
+    "CONFIG_LOCK_STAT", "CONFIG_DEBUG_PREEMPT", "CONFIG_KASAN", "CONFIG_KCSAN",
+    "CONFIG_DEBUG_OBJECTS", "CONFIG_DEBUG_PAGEALLOC", "CONFIG_SLUB_DEBUG_ON",
+    "CONFIG_DEBUG_ATOMIC_SLEEP", "CONFIG_DEBUG_SPINLOCK", "CONFIG_DEBUG_MUTEXES",
+    "CONFIG_DEBUG_RT_MUTEXES", "CONFIG_PAGE_POISONING", "CONFIG_DEBUG_KMEMLEAK_DEFAULT_OFF",
+)  # fmt: skip
+# Tracers that hook every interrupt or preemption toggle even when not in use.
+LATENCY_TRACER_OPTIONS = ("CONFIG_IRQSOFF_TRACER", "CONFIG_PREEMPT_TRACER")
+# Further configuration facts some checks use.
+CONFIG_FACTS = (
+    "CONFIG_NO_HZ_FULL", "CONFIG_RT_GROUP_SCHED", "CONFIG_RCU_NOCB_CPU", "CONFIG_CPU_ISOLATION",
+    "CONFIG_IRQ_FORCED_THREADING", "CONFIG_HIGH_RES_TIMERS", "CONFIG_PREEMPT_DYNAMIC",
+    "CONFIG_CPU_FREQ", "CONFIG_CPU_IDLE", "CONFIG_TIMERLAT_TRACER", "CONFIG_OSNOISE_TRACER",
+    "CONFIG_HWLAT_TRACER",
+)  # fmt: skip
+
+MAX_TASKS_LISTED = 20  # task names kept per list in the facts (counts stay exact)
+PF_KTHREAD = 0x00200000
+SCHED_FIFO, SCHED_RR = 1, 2
+
+
+@dataclass
+class Task:
+    pid: int
+    comm: str
+    policy: int
+    cpus: list[int]
+
+
+@dataclass
+class Facts:
+    kernel_release: str | None = None
+    kernel_version: str | None = None
+    hostname: str | None = None
+    arch: str | None = None
+    realtime: bool = False
+    config_source: str | None = None
+    config: dict[str, str] = field(default_factory=dict)  # relevant CONFIG_* only
+    debug_options: list[str] = field(default_factory=list)
+    latency_tracer_options: list[str] = field(default_factory=list)
+    preempt_model: str = "unknown"
+    preempt_debugfs: str | None = None
+    hz: int | None = None
+    timer_mode: str | None = None
+    hres_active: bool | None = None
+    clock_event_handlers: list[str] = field(default_factory=list)
+    timer_resolution_ns: int | None = None
+    clocksource: str | None = None
+    clocksources_available: list[str] = field(default_factory=list)
+    cmdline: str | None = None
+    rt_params: dict[str, str] = field(default_factory=dict)
+    isolcpus_flags: list[str] = field(default_factory=list)
+    isolated_cpus: list[int] = field(default_factory=list)
+    isolation_source: str | None = None
+    nohz_full_cpus: list[int] = field(default_factory=list)
+    rcu_nocbs_cpus: list[int] = field(default_factory=list)
+    irqaffinity_cpus: list[int] | None = None
+    cpus_online: list[int] = field(default_factory=list)
+    cpus_possible: list[int] = field(default_factory=list)
+    rt_cpus: list[int] = field(default_factory=list)
+    rt_cpus_source: str = ""
+    smt_active: bool | None = None
+    smt_control: str | None = None
+    thread_siblings: dict[str, list[int]] = field(default_factory=dict)
+    governors: dict[str, str] = field(default_factory=dict)
+    cpufreq_driver: str | None = None
+    idle_states: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    sched_rt_runtime_us: int | None = None
+    sched_rt_period_us: int | None = None
+    timer_migration: int | None = None
+    numa_balancing: int | None = None
+    stat_interval_s: int | None = None
+    watchdog: int | None = None
+    nmi_watchdog: int | None = None
+    watchdog_cpus: list[int] | None = None
+    dirty_writeback_centisecs: int | None = None
+    thp_enabled: str | None = None
+    thp_defrag: str | None = None
+    ksm_run: int | None = None
+    swap_devices: list[str] | None = None
+    irqs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    default_irq_affinity: list[int] | None = None
+    workqueue_cpus: list[int] | None = None
+    writeback_cpus: list[int] | None = None
+    mce_check_interval_s: int | None = None
+    tracers_available: list[str] | None = None
+    current_tracer: str | None = None
+    # Processes allowed on the real-time CPUs (only read when those are isolated or given):
+    # user processes not under a real-time policy, unbound kernel threads, and the
+    # SCHED_FIFO/RR user processes (the real-time workload).
+    tasks_read: bool = False
+    user_tasks_on_rt: int = 0
+    user_tasks_on_rt_names: list[str] = field(default_factory=list)
+    kthreads_on_rt: int = 0
+    kthreads_on_rt_names: list[str] = field(default_factory=list)
+    rt_policy_tasks_on_rt: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text.split()[0]) if text else None
+    except ValueError:
+        return None
+
+
+def _bracketed(text: str | None) -> str | None:
+    """The selected word of "always [madvise] never"."""
+    if text is None:
+        return None
+    m = re.search(r"\[(\w[\w+]*)\]", text)
+    return m.group(1) if m else text.strip() or None
+
+
+def parse_cpumask(text: str | None) -> list[int] | None:
+    """A hex CPU mask ("ff,ffffffff") as CPU numbers; None when unparsable."""
+    if text is None:
+        return None
+    if not re.fullmatch(r"[0-9a-fA-F,]*", text.strip()):
+        return None
+    digits = text.strip().replace(",", "")
+    value = int(digits, 16) if digits else 0
+    return [i for i in range(value.bit_length()) if value >> i & 1]
+
+
+def _timer_list(text: str | None, facts: Facts) -> None:
+    if text is None:
+        return
+    hres = [ln.split(":")[1].strip() == "1" for ln in text.splitlines() if "hres_active" in ln]
+    facts.hres_active = all(hres) if hres else None
+    res = [int(m) for m in re.findall(r"\.resolution:\s*(\d+)\s*nsecs", text)]
+    facts.timer_resolution_ns = max(res) if res else None
+    handlers: set[str] = set()
+    per_cpu = False
+    for line in text.splitlines():
+        if line.startswith("Per CPU device"):
+            per_cpu = True
+        elif line.startswith("Broadcast device"):
+            per_cpu = False
+        elif per_cpu and "event_handler:" in line:
+            handlers.add(line.split(":", 1)[1].strip())
+    facts.clock_event_handlers = sorted(handlers)
+
+
+def _irq_names(text: str | None) -> dict[str, str]:
+    """IRQ number -> description from /proc/interrupts (the counts are not facts)."""
+    names: dict[str, str] = {}
+    if not text:
+        return names
+    lines = text.splitlines()
+    ncpu = len(lines[0].split()) if lines else 0
+    for line in lines[1:]:
+        irq, _, rest = line.partition(":")
+        irq = irq.strip()
+        if irq.isdigit():
+            names[irq] = " ".join(rest.split()[ncpu:])
+    return names
+
+
+def _parse_stat(text: str) -> tuple[str, int, int] | None:
+    """(comm, flags, policy) from /proc/PID/stat; comm may hold spaces and parentheses."""
+    head, _, rest = text.rpartition(")")
+    f = rest.split()
+    if "(" not in head or len(f) < 39:
+        return None
+    try:
+        return head.split("(", 1)[1], int(f[9 - 3]), int(f[41 - 3])
+    except ValueError:
+        return None
+
+
+def _status_cpus(text: str | None) -> list[int] | None:
+    for line in (text or "").splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return cpulist_or_none(line.split(":", 1)[1].strip())
+    return None
+
+
+def _tasks(root: Root, facts: Facts) -> None:
+    rt = set(facts.rt_cpus)
+    users: list[Task] = []
+    kthreads: list[Task] = []
+    for name in root.listdir("proc") or []:
+        if not name.isdigit():
+            continue
+        stat = root.read(f"proc/{name}/stat")
+        parsed = _parse_stat(stat) if stat else None
+        cpus = _status_cpus(root.read(f"proc/{name}/status"))
+        if parsed is None or cpus is None or not rt & set(cpus):
+            continue
+        comm, flags, policy = parsed
+        task = Task(int(name), comm, policy, cpus)
+        if flags & PF_KTHREAD:
+            if len(cpus) > 1:  # per-CPU kernel threads belong there
+                kthreads.append(task)
+        else:
+            users.append(task)
+    facts.tasks_read = True
+    others = [t for t in users if t.policy not in (SCHED_FIFO, SCHED_RR)]
+    facts.user_tasks_on_rt = len(others)
+    facts.user_tasks_on_rt_names = sorted({t.comm for t in others})[:MAX_TASKS_LISTED]
+    facts.kthreads_on_rt = len(kthreads)
+    facts.kthreads_on_rt_names = sorted({t.comm for t in kthreads})[:MAX_TASKS_LISTED]
+    facts.rt_policy_tasks_on_rt = sorted(
+        {t.comm for t in users if t.policy in (SCHED_FIFO, SCHED_RR)}
+    )[:MAX_TASKS_LISTED]
+
+
+def _cpus_facts(root: Root, facts: Facts) -> None:
+    for cpu in facts.cpus_online:
+        base = f"{CPU}/cpu{cpu}"
+        sib = cpulist_or_none(root.read(f"{base}/topology/thread_siblings_list") or "")
+        if sib:
+            facts.thread_siblings[str(cpu)] = sib
+        gov = root.read(f"{base}/cpufreq/scaling_governor")
+        if gov:
+            facts.governors[str(cpu)] = gov
+        facts.cpufreq_driver = facts.cpufreq_driver or root.read(f"{base}/cpufreq/scaling_driver")
+        states = []
+        for state in root.listdir(f"{base}/cpuidle") or []:
+            if not state.startswith("state"):
+                continue
+            d = f"{base}/cpuidle/{state}"
+            states.append(
+                {
+                    "state": state,
+                    "name": root.read(f"{d}/name"),
+                    "latency_us": _int(root.read(f"{d}/latency")),
+                    "disabled": root.read(f"{d}/disable") == "1",
+                }
+            )
+        if states:
+            states.sort(key=lambda s: int(s["state"][5:]) if s["state"][5:].isdigit() else 0)
+            facts.idle_states[str(cpu)] = states
+
+
+def _irqs(root: Root, facts: Facts) -> None:
+    names = _irq_names(root.read("proc/interrupts"))
+    for irq in root.listdir("proc/irq") or []:
+        if not irq.isdigit():
+            continue
+        aff = cpulist_or_none(root.read(f"proc/irq/{irq}/smp_affinity_list") or "")
+        eff = cpulist_or_none(root.read(f"proc/irq/{irq}/effective_affinity_list") or "")
+        if aff is None and eff is None:
+            continue
+        facts.irqs[irq] = {"name": names.get(irq, ""), "affinity": aff, "effective": eff}
+    facts.irqs = dict(sorted(facts.irqs.items(), key=lambda kv: int(kv[0])))
+    facts.default_irq_affinity = parse_cpumask(root.read("proc/irq/default_smp_affinity"))
+
+
+def _tracing(root: Root, facts: Facts) -> None:
+    for base in ("sys/kernel/tracing", "sys/kernel/debug/tracing"):
+        tracers = root.read(f"{base}/available_tracers")
+        if tracers is not None:
+            facts.tracers_available = sorted(tracers.split())
+            facts.current_tracer = root.read(f"{base}/current_tracer")
+            return
+
+
+def read_facts(root: Root, rt_cpus: list[int] | None = None) -> Facts:
+    """Every fact the audit uses. RT_CPUS overrides the real-time CPUs (else the isolated ones)."""
+    f = Facts()
+    f.kernel_release = root.read("proc/sys/kernel/osrelease")
+    f.kernel_version = root.read("proc/sys/kernel/version")
+    f.hostname = root.read("proc/sys/kernel/hostname")
+    f.arch = root.read("proc/sys/kernel/arch") or (platform.machine() if root.live else None)
+    realtime = root.read("sys/kernel/realtime")
+    f.realtime = realtime == "1"
+    config, f.config_source = kernel_config(root, f.kernel_release or "")
+    if config is not None:
+        f.config = {k: config[k] for k in CONFIG_FACTS if k in config}
+        f.debug_options = [k for k in DEBUG_OPTIONS if config.get(k) == "y"]
+        f.latency_tracer_options = [k for k in LATENCY_TRACER_OPTIONS if config.get(k) == "y"]
+        f.hz = _int(config.get("CONFIG_HZ"))
+        for key, mode in (
+            ("CONFIG_NO_HZ_FULL", "NO_HZ_FULL"),
+            ("CONFIG_NO_HZ_IDLE", "NO_HZ_IDLE"),
+            ("CONFIG_HZ_PERIODIC", "HZ_PERIODIC"),
+        ):
+            if config.get(key) == "y":
+                f.timer_mode = mode
+                break
+    cmdline = Cmdline.parse(root.read("proc/cmdline"))
+    f.cmdline = root.read("proc/cmdline")
+    f.preempt_debugfs = root.read("sys/kernel/debug/sched/preempt")
+    f.preempt_model = preempt_model(
+        f.kernel_version or "", config, realtime, f.preempt_debugfs, cmdline.get("preempt")
+    )
+    _timer_list(root.read("proc/timer_list"), f)
+    cs = "sys/devices/system/clocksource/clocksource0"
+    f.clocksource = root.read(f"{cs}/current_clocksource")
+    f.clocksources_available = (root.read(f"{cs}/available_clocksource") or "").split()
+
+    f.rt_params = {p: v for p in RT_PARAMS if (v := cmdline.get(p)) is not None}
+    iso_param = cmdline.isolcpus()
+    f.isolcpus_flags = iso_param[0] if iso_param else []
+    f.cpus_online = cpulist_or_none(root.read(f"{CPU}/online") or "") or []
+    f.cpus_possible = cpulist_or_none(root.read(f"{CPU}/possible") or "") or []
+    iso = isolated_cpus(root)
+    f.isolated_cpus = iso.cpus if iso.kernel_isolated else []
+    f.isolation_source = iso.source if iso.kernel_isolated else None
+    nohz = cmdline.cpus("nohz_full")
+    if nohz is None:
+        sysfs = root.read(f"{CPU}/nohz_full")
+        nohz = cpulist_or_none(sysfs) if sysfs and sysfs != "(null)" else None
+    f.nohz_full_cpus = nohz or []
+    f.rcu_nocbs_cpus = cmdline.cpus("rcu_nocbs") or []
+    f.irqaffinity_cpus = cmdline.cpus("irqaffinity")
+    if rt_cpus is not None:
+        f.rt_cpus, f.rt_cpus_source = sorted(rt_cpus), "--rt-cpus"
+    elif f.isolated_cpus:
+        f.rt_cpus, f.rt_cpus_source = f.isolated_cpus, f"isolated ({f.isolation_source})"
+    else:
+        f.rt_cpus, f.rt_cpus_source = f.cpus_online, "all online CPUs (none isolated)"
+
+    smt = root.read(f"{CPU}/smt/active")
+    f.smt_active = None if smt is None else smt == "1"
+    f.smt_control = root.read(f"{CPU}/smt/control")
+    _cpus_facts(root, f)
+    if f.smt_active is None and f.thread_siblings:
+        f.smt_active = any(len(s) > 1 for s in f.thread_siblings.values())
+
+    f.sched_rt_runtime_us = _int(root.read("proc/sys/kernel/sched_rt_runtime_us"))
+    f.sched_rt_period_us = _int(root.read("proc/sys/kernel/sched_rt_period_us"))
+    f.timer_migration = _int(root.read("proc/sys/kernel/timer_migration"))
+    f.numa_balancing = _int(root.read("proc/sys/kernel/numa_balancing"))
+    f.stat_interval_s = _int(root.read("proc/sys/vm/stat_interval"))
+    f.watchdog = _int(root.read("proc/sys/kernel/watchdog"))
+    f.nmi_watchdog = _int(root.read("proc/sys/kernel/nmi_watchdog"))
+    f.watchdog_cpus = cpulist_or_none(root.read("proc/sys/kernel/watchdog_cpumask") or "")
+    f.dirty_writeback_centisecs = _int(root.read("proc/sys/vm/dirty_writeback_centisecs"))
+    f.thp_enabled = _bracketed(root.read("sys/kernel/mm/transparent_hugepage/enabled"))
+    f.thp_defrag = _bracketed(root.read("sys/kernel/mm/transparent_hugepage/defrag"))
+    f.ksm_run = _int(root.read("sys/kernel/mm/ksm/run"))
+    swaps = root.read("proc/swaps")
+    if swaps is not None:
+        f.swap_devices = [ln.split()[0] for ln in swaps.splitlines()[1:] if ln.strip()]
+    _irqs(root, f)
+    f.workqueue_cpus = parse_cpumask(root.read("sys/devices/virtual/workqueue/cpumask"))
+    f.writeback_cpus = parse_cpumask(root.read("sys/bus/workqueue/devices/writeback/cpumask"))
+    f.mce_check_interval_s = _int(
+        root.read("sys/devices/system/machinecheck/machinecheck0/check_interval")
+    )
+    _tracing(root, f)
+    if rt_cpus is not None or f.isolated_cpus:
+        _tasks(root, f)
+    return f

@@ -1,0 +1,110 @@
+"""Name a setup (kernel build, boot parameters, tuning) by the facts that tell it apart."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from rtlab.system._cpus import format_cpulist
+
+PREEMPT_NAMES = {
+    "rt": "PREEMPT_RT",
+    "full": "PREEMPT",
+    "lazy": "PREEMPT_LAZY",
+    "voluntary": "PREEMPT_VOLUNTARY",
+    "none": "PREEMPT_NONE",
+}
+
+
+def _preempt(f: dict[str, Any]) -> str | None:
+    model = f.get("preempt_model")
+    if not model or model == "unknown":
+        return None
+    kind, _, current = model.partition(":")
+    if kind == "dynamic":
+        return f"PREEMPT_DYNAMIC({current})" if current else "PREEMPT_DYNAMIC"
+    return PREEMPT_NAMES.get(model, model)
+
+
+def _cpus(key: str, name: str) -> Callable[[dict[str, Any]], str | None]:
+    def label(f: dict[str, Any]) -> str | None:
+        v = f.get(key)
+        return f"{name}={format_cpulist(v)}" if v else None
+
+    return label
+
+
+def _isolation(f: dict[str, Any]) -> str | None:
+    cpus = f.get("isolated_cpus")
+    if not cpus:
+        return None
+    source = {"cpuset partition": "cpuset", None: "isolcpus"}.get(
+        f.get("isolation_source"), f.get("isolation_source")
+    )
+    return f"{source}={format_cpulist(cpus)}"
+
+
+def _governor(f: dict[str, Any]) -> str | None:
+    govs = sorted(set((f.get("governors") or {}).values()))
+    return f"governor={'/'.join(govs)}" if govs else None
+
+
+def _smt(f: dict[str, Any]) -> str | None:
+    v = f.get("smt_active")
+    return None if v is None else ("SMT on" if v else "SMT off")
+
+
+def _plain(key: str, form: str = "{}") -> Callable[[dict[str, Any]], str | None]:
+    def label(f: dict[str, Any]) -> str | None:
+        v = f.get(key)
+        return form.format(v) if v not in (None, "") else None
+
+    return label
+
+
+# Facts that name a setup when they differ between experiments, in label order.
+SETUP_FACTS: list[tuple[str, Callable[[dict[str, Any]], str | None]]] = [
+    ("preempt_model", _preempt),
+    ("hz", _plain("hz", "HZ={}")),
+    ("timer_mode", _plain("timer_mode")),
+    ("isolated_cpus", _isolation),
+    ("nohz_full_cpus", _cpus("nohz_full_cpus", "nohz_full")),
+    ("rcu_nocbs_cpus", _cpus("rcu_nocbs_cpus", "rcu_nocbs")),
+    ("smt_active", _smt),
+    ("governors", _governor),
+]
+# Used only when the facts above do not tell the setups apart.
+FALLBACK_FACTS: list[tuple[str, Callable[[dict[str, Any]], str | None]]] = [
+    ("kernel_release", _plain("kernel_release")),
+    ("hostname", _plain("hostname")),
+]
+
+
+def _parts(facts: list[dict[str, Any]], table: list) -> list[list[str]]:
+    out: list[list[str]] = [[] for _ in facts]
+    for _, label in table:
+        texts = [label(f) for f in facts]
+        if len({json.dumps(t) for t in texts}) > 1:
+            for i, t in enumerate(texts):
+                if t:
+                    out[i].append(t)
+    return out
+
+
+def setup_names(facts: list[dict[str, Any]], ids: list[str]) -> list[str]:
+    """One name per setup from what differs, e.g. "PREEMPT_RT · HZ=1000 · isolcpus=3"."""
+    parts = _parts(facts, SETUP_FACTS)
+    names = [" · ".join(p) for p in parts]
+    if len(set(names)) < len(names) or not all(names):
+        extra = _parts(facts, FALLBACK_FACTS)
+        names = [" · ".join(p + e) for p, e in zip(parts, extra, strict=True)]
+    if len(set(names)) < len(names) or not all(names):
+        return list(ids)
+    return names
+
+
+def setup_description(facts: dict[str, Any]) -> str:
+    """Everything that names one setup, for a single experiment."""
+    texts = [label(facts) for _, label in SETUP_FACTS + FALLBACK_FACTS[:1]]
+    return " · ".join(t for t in texts if t) or "unknown system"
