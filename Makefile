@@ -5,7 +5,7 @@ PYTHON  ?= python3
 VENV    := .venv
 VPY     := $(VENV)/bin/python
 BUILD   := build/probe
-PROBE   := $(BUILD)/rtlab-probe
+PROBE   := $(BUILD)/src/rtlab-probe
 CROSS   := build/aarch64
 # Debian packages the tests use (cyclictest for the import tests, chromium to render
 # the HTML report, stress-ng and iperf3 as load backends; hackbench comes with rt-tests).

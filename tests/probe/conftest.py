@@ -17,7 +17,10 @@ def probe_path() -> Path:
     candidates = (
         [Path(env)]
         if env
-        else [Path(sys.executable).parent / "rtlab-probe", ROOT / "build" / "probe" / "rtlab-probe"]
+        else [
+            Path(sys.executable).parent / "rtlab-probe",
+            ROOT / "build" / "probe" / "src" / "rtlab-probe",
+        ]
     )
     for path in candidates:
         if path.is_file():

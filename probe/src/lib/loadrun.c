@@ -123,6 +123,46 @@ out_kerr:
 	return -EINVAL;
 }
 
+int groups_args_parse(const char *args, int min_groups, int default_fds, int max_fds,
+		      struct groups_args *out, char *err, size_t errlen)
+{
+	char buf[LOAD_TEXT_MAX], *save = NULL;
+	int64_t v;
+	int field = 0;
+
+	if (!args || !*args) {
+		snprintf(err, errlen, "missing the number of groups");
+		return -EINVAL;
+	}
+	snprintf(buf, sizeof(buf), "%s", args);
+	out->fds = default_fds;
+	out->pipes = 0;
+	for (char *tok = strtok_r(buf, ":", &save); tok; tok = strtok_r(NULL, ":", &save), field++) {
+		if (field == 0) {
+			if (parse_int64(tok, &v) || v < min_groups || v > LOAD_MAX_PROCS / 2) {
+				snprintf(err, errlen, "group count \"%s\" must be %d..%d", tok, min_groups,
+					 LOAD_MAX_PROCS / 2);
+				return -EINVAL;
+			}
+			out->groups = (int)v;
+		} else if (!strcmp(tok, "pipe") || !strcmp(tok, "socket")) {
+			out->pipes = !strcmp(tok, "pipe");
+		} else if (!parse_int64(tok, &v) && v >= 1 && v <= max_fds) {
+			out->fds = (int)v;
+		} else {
+			snprintf(err, errlen, "\"%s\" is neither pipe, socket nor a sender count 1..%d", tok,
+				 max_fds);
+			return -EINVAL;
+		}
+	}
+	if ((int64_t)out->groups * 2 * out->fds > LOAD_MAX_PROCS) {
+		snprintf(err, errlen, "%d groups of %d senders and receivers: more than %d processes",
+			 out->groups, out->fds, LOAD_MAX_PROCS);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* In the freshly forked worker: own group, die with the probe, the spec's scheduling. */
 static void worker_setup(pid_t pgid, pid_t probe_pid, const struct load_spec *s, int index,
 			 volatile int32_t *ready)

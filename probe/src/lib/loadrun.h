@@ -38,6 +38,17 @@ struct load_list {
 	struct load_spec spec[LOAD_MAX_SPECS];
 };
 
+/* Hackbench-style arguments shared by ipc and hackbench: GROUPS[:pipe|socket][:FDS]. */
+struct groups_args {
+	int groups; /* sender/receiver groups */
+	int fds;    /* senders (and receivers) per group */
+	int pipes;  /* 1: pipes, 0: UNIX stream sockets */
+};
+
+/* Parse ARGS with at least MIN_GROUPS groups and at most MAX_FDS senders; 0 or -EINVAL. */
+int groups_args_parse(const char *args, int min_groups, int default_fds, int max_fds,
+		      struct groups_args *out, char *err, size_t errlen);
+
 /* Parse TEXT into OUT, checking @CPUS against ONLINE. 0 or -EINVAL with a reason. */
 int load_spec_parse(const char *text, const struct cpulist *online, struct load_spec *out,
 		    char *err, size_t errlen);

@@ -19,48 +19,13 @@
 #define HACKBENCH_DEFAULT_FDS 20
 #define HACKBENCH_MAX_FDS 256
 
-struct hackbench_cfg {
-	int groups;
-	int fds;
-	int pipes;
-};
 
 static int hackbench_parse(const char *args, struct load_spec *spec, char *err, size_t errlen)
 {
-	struct hackbench_cfg *cfg = (struct hackbench_cfg *)spec->cfg;
-	char buf[LOAD_TEXT_MAX], *save = NULL;
-	int64_t v;
-	int field = 0;
+	struct groups_args *cfg = (struct groups_args *)spec->cfg;
 
-	if (!args || !*args) {
-		snprintf(err, errlen, "missing the number of groups");
+	if (groups_args_parse(args, 1, HACKBENCH_DEFAULT_FDS, HACKBENCH_MAX_FDS, cfg, err, errlen))
 		return -EINVAL;
-	}
-	snprintf(buf, sizeof(buf), "%s", args);
-	cfg->fds = HACKBENCH_DEFAULT_FDS;
-	cfg->pipes = 0;
-	for (char *tok = strtok_r(buf, ":", &save); tok; tok = strtok_r(NULL, ":", &save), field++) {
-		if (field == 0) {
-			if (parse_int64(tok, &v) || v < 1 || v > LOAD_MAX_PROCS / 2) {
-				snprintf(err, errlen, "group count \"%s\" must be 1..%d", tok, LOAD_MAX_PROCS / 2);
-				return -EINVAL;
-			}
-			cfg->groups = (int)v;
-		} else if (!strcmp(tok, "pipe") || !strcmp(tok, "socket")) {
-			cfg->pipes = !strcmp(tok, "pipe");
-		} else if (!parse_int64(tok, &v) && v >= 1 && v <= HACKBENCH_MAX_FDS) {
-			cfg->fds = (int)v;
-		} else {
-			snprintf(err, errlen, "\"%s\" is neither pipe, socket nor a sender count 1..%d", tok,
-				 HACKBENCH_MAX_FDS);
-			return -EINVAL;
-		}
-	}
-	if ((int64_t)cfg->groups * 2 * cfg->fds > LOAD_MAX_PROCS) {
-		snprintf(err, errlen, "%d groups of %d senders and receivers: more than %d processes",
-			 cfg->groups, cfg->fds, LOAD_MAX_PROCS);
-		return -EINVAL;
-	}
 	spec->nprocs = 1;
 	return 0;
 }
@@ -73,7 +38,7 @@ static int hackbench_prepare(const struct load_spec *spec, char *err, size_t err
 
 static void hackbench_worker(const struct load_spec *spec, int index, volatile uint64_t *iter)
 {
-	const struct hackbench_cfg *cfg = (const void *)spec->cfg;
+	const struct groups_args *cfg = (const void *)spec->cfg;
 	char g[16], f[16], l[16];
 	char *argv[] = { "hackbench", "-g", g, "-f", f, "-l", l, cfg->pipes ? "-p" : NULL, NULL };
 	uint64_t per_round = (uint64_t)cfg->groups * cfg->fds * cfg->fds * HACKBENCH_LOOPS;
@@ -101,7 +66,7 @@ static void hackbench_worker(const struct load_spec *spec, int index, volatile u
 
 static void hackbench_json(struct jw *w, const struct load_spec *spec)
 {
-	const struct hackbench_cfg *cfg = (const void *)spec->cfg;
+	const struct groups_args *cfg = (const void *)spec->cfg;
 
 	jw_kint(w, "groups", cfg->groups);
 	jw_kint(w, "senders_per_group", cfg->fds);

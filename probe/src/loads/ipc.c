@@ -24,49 +24,13 @@
 #define IPC_MAX_FDS 256
 #define IPC_FLUSH 64 /* messages counted locally before the shared counter */
 
-struct ipc_cfg {
-	int groups;
-	int fds;
-	int pipes; /* 1: pipes, 0: UNIX stream sockets */
-};
 
 static int ipc_parse(const char *args, struct load_spec *spec, char *err, size_t errlen)
 {
-	struct ipc_cfg *cfg = (struct ipc_cfg *)spec->cfg;
-	char buf[LOAD_TEXT_MAX], *save = NULL;
-	int64_t v;
-	int field = 0;
+	struct groups_args *cfg = (struct groups_args *)spec->cfg;
 
-	if (!args || !*args) {
-		snprintf(err, errlen, "missing the number of groups");
+	if (groups_args_parse(args, 0, IPC_DEFAULT_FDS, IPC_MAX_FDS, cfg, err, errlen))
 		return -EINVAL;
-	}
-	snprintf(buf, sizeof(buf), "%s", args);
-	cfg->fds = IPC_DEFAULT_FDS;
-	cfg->pipes = 0;
-	for (char *tok = strtok_r(buf, ":", &save); tok; tok = strtok_r(NULL, ":", &save), field++) {
-		if (field == 0) {
-			if (parse_int64(tok, &v) || v < 0 || v > LOAD_MAX_PROCS / 2) {
-				snprintf(err, errlen, "group count \"%s\" must be 0..%d", tok,
-					 LOAD_MAX_PROCS / 2);
-				return -EINVAL;
-			}
-			cfg->groups = (int)v;
-		} else if (!strcmp(tok, "pipe") || !strcmp(tok, "socket")) {
-			cfg->pipes = !strcmp(tok, "pipe");
-		} else if (!parse_int64(tok, &v) && v >= 1 && v <= IPC_MAX_FDS) {
-			cfg->fds = (int)v;
-		} else {
-			snprintf(err, errlen, "\"%s\" is neither pipe, socket nor a sender count 1..%d", tok,
-				 IPC_MAX_FDS);
-			return -EINVAL;
-		}
-	}
-	if ((int64_t)cfg->groups * 2 * cfg->fds > LOAD_MAX_PROCS) {
-		snprintf(err, errlen, "%d groups of %d senders and receivers: more than %d processes",
-			 cfg->groups, cfg->fds, LOAD_MAX_PROCS);
-		return -EINVAL;
-	}
 	spec->nprocs = cfg->groups;
 	return 0;
 }
@@ -120,7 +84,7 @@ static void ipc_sender(const int *out, int fds)
 
 static void ipc_worker(const struct load_spec *spec, int index, volatile uint64_t *iter)
 {
-	const struct ipc_cfg *cfg = (const void *)spec->cfg;
+	const struct groups_args *cfg = (const void *)spec->cfg;
 	int in[IPC_MAX_FDS], out[IPC_MAX_FDS];
 
 	(void)index;
@@ -162,7 +126,7 @@ static void ipc_worker(const struct load_spec *spec, int index, volatile uint64_
 
 static void ipc_json(struct jw *w, const struct load_spec *spec)
 {
-	const struct ipc_cfg *cfg = (const void *)spec->cfg;
+	const struct groups_args *cfg = (const void *)spec->cfg;
 
 	jw_kint(w, "groups", cfg->groups);
 	jw_kint(w, "senders_per_group", cfg->fds);

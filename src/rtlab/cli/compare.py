@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from rtlab.analysis import parse_fail_if, rank_test, ratio_table
+from rtlab.analysis import METRICS, parse_fail_if, rank_test, ratio_table
 from rtlab.cli._common import (
     DURATION,
     check_exclusive,
@@ -21,21 +21,6 @@ from rtlab.cli._common import (
     store_from,
 )
 from rtlab.results import case_samples, case_stats, row_label, setup_labels
-
-METRICS = {
-    "min": "min",
-    "mean": "mean",
-    "avg": "mean",
-    "median": "median",
-    "p50": "median",
-    "p90": "p90",
-    "p99": "p99",
-    "p99.9": "p999",
-    "p99.99": "p9999",
-    "max": "max",
-    "jitter": "jitter",
-    "stddev": "stddev",
-}
 
 
 def _metric_list(text: str) -> list[str]:
