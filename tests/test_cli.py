@@ -175,3 +175,27 @@ def test_notebook_api(small_runs):
     samples = exp.samples(exp.cases[2])
     assert isinstance(samples, np.ndarray) and len(samples) == 600
     assert samples.min() == table[2]["min"] and samples.max() == table[2]["max"]
+
+
+def test_import_cyclictest_then_show(rtlab, tmp_path):
+    from pathlib import Path
+
+    fixtures = Path(__file__).parent / "fixtures" / "cyclictest"
+    files = [str(fixtures / "real-h60.json"), str(fixtures / "real-h60.hist")]
+    rc, out, err = rtlab("import", "cyclictest", *files, "--results", str(tmp_path))
+    assert rc == 0, err
+    exp_id = out.split(":")[0]
+    rc, out, _ = rtlab("show", exp_id, "--results", str(tmp_path), "--json")
+    assert rc == 0
+    rows = json.loads(out)["rows"]
+    assert [r["case"] for r in rows] == ["real-h60.json", "real-h60.hist"]
+    assert rows[0]["count"] == rows[1]["count"] > 0  # the same run, read from both formats
+    assert rows[0]["exact"] is False
+
+
+def test_import_rejects_a_broken_file_and_stores_nothing(rtlab, tmp_path):
+    bad = tmp_path / "broken.json"
+    bad.write_text('{"thread": {"0": {"cycles": 10, "min": 1')
+    rc, _, err = rtlab("import", "cyclictest", str(bad), "--results", str(tmp_path / "r"))
+    assert rc == 2 and "broken.json" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
