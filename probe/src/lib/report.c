@@ -26,7 +26,7 @@ static const char *signal_name(int sig)
 
 static uint64_t thread_count(const struct mthread *t)
 {
-	return atomic_load(&t->pub_count);
+	return MT_GET(t, count);
 }
 
 static void policy_json(struct jw *w, const struct policy_spec *p)
@@ -86,16 +86,18 @@ static void series_json(struct jw *w, const struct series *s)
 		jw_key(w, keys[k]);
 		jw_arr_begin(w);
 		for (uint32_t i = 0; i < s->n; i++) {
+			const struct series_slot *slot = &s->slot[i];
+
 			if (k == 3)
-				jw_uint(w, s->count[i]);
-			else if (!s->count[i])
+				jw_uint(w, slot->count);
+			else if (!slot->count)
 				jw_null(w);
 			else if (k == 0)
-				jw_int(w, s->min[i]);
+				jw_int(w, slot->min);
 			else if (k == 1)
-				jw_double(w, round((double)s->sum[i] / (double)s->count[i]));
+				jw_double(w, round((double)slot->sum / (double)slot->count));
 			else
-				jw_int(w, s->max[i]);
+				jw_int(w, slot->max);
 		}
 		jw_arr_end(w);
 	}
@@ -105,7 +107,7 @@ static void series_json(struct jw *w, const struct series *s)
 static void thread_json(struct jw *w, const struct mthread *t)
 {
 	uint64_t n = thread_count(t);
-	double mean = n ? (double)t->sum_ns / (double)n : NAN;
+	double mean = n ? (double)MT_GET(t, sum_ns) / (double)n : NAN;
 	double var = n > 1 ? (t->sumsq - (double)n * mean * mean) / (double)(n - 1) : NAN;
 	struct worst_entry worst[WORST_N];
 
@@ -125,16 +127,16 @@ static void thread_json(struct jw *w, const struct mthread *t)
 		jw_kstr(w, "policy_fallback_reason", t->setup_err);
 	jw_kuint(w, "count", n);
 	jw_key(w, "min_ns");
-	n ? jw_int(w, t->min_ns) : jw_null(w);
+	n ? jw_int(w, MT_GET(t, min_ns)) : jw_null(w);
 	jw_key(w, "max_ns");
-	n ? jw_int(w, t->max_ns) : jw_null(w);
+	n ? jw_int(w, MT_GET(t, max_ns)) : jw_null(w);
 	jw_kdouble(w, "mean_ns", mean);
 	jw_kdouble(w, "stddev_ns", var > 0 ? sqrt(var) : (n > 1 ? 0.0 : NAN));
 	jw_key(w, "percentiles_ns");
 	jw_obj_begin(w);
 	for (size_t i = 0; i < sizeof(quantiles) / sizeof(quantiles[0]); i++) {
 		jw_key(w, quantiles[i].key);
-		n ? jw_int(w, hist_quantile(t->hist, quantiles[i].q, t->min_ns, t->max_ns)) : jw_null(w);
+		n ? jw_int(w, hist_quantile(t->hist, quantiles[i].q, MT_GET(t, min_ns), MT_GET(t, max_ns))) : jw_null(w);
 	}
 	jw_obj_end(w);
 	jw_kdouble(w, "percentiles_rel_error", 0.5 / HIST_HALF);
@@ -315,10 +317,10 @@ void report_summary(const struct run *r, FILE *f)
 			snprintf(cpu, sizeof(cpu), "%d", t->cpu);
 		else
 			snprintf(cpu, sizeof(cpu), "any");
-		format_duration(t->min_ns, mn, sizeof(mn));
-		format_duration(hist_quantile(t->hist, 0.5, t->min_ns, t->max_ns), p50, sizeof(p50));
-		format_duration(hist_quantile(t->hist, 0.99, t->min_ns, t->max_ns), p99, sizeof(p99));
-		format_duration(t->max_ns, mx, sizeof(mx));
+		format_duration(MT_GET(t, min_ns), mn, sizeof(mn));
+		format_duration(hist_quantile(t->hist, 0.5, MT_GET(t, min_ns), MT_GET(t, max_ns)), p50, sizeof(p50));
+		format_duration(hist_quantile(t->hist, 0.99, MT_GET(t, min_ns), MT_GET(t, max_ns)), p99, sizeof(p99));
+		format_duration(MT_GET(t, max_ns), mx, sizeof(mx));
 		fprintf(f, "T%d cpu %s %s: %llu cycles  min %s  p50 %s  p99 %s  max %s  overruns %llu%s\n",
 			t->index, cpu, pol, (unsigned long long)n, mn,
 			p50, p99, mx, (unsigned long long)t->overruns, t->lost ? "  (raw samples lost)" : "");

@@ -135,7 +135,9 @@ static uint32_t series_slots(const struct run *r, int64_t period_ns)
 
 static int alloc_threads(struct run *r, char *err, size_t errlen)
 {
-	r->th = calloc(r->nthreads, sizeof(*r->th));
+	r->th = aligned_alloc(_Alignof(struct mthread), r->nthreads * sizeof(*r->th));
+	if (r->th)
+		memset(r->th, 0, r->nthreads * sizeof(*r->th));
 	if (r->c.raw_path) {
 		r->rings = calloc(r->nthreads, sizeof(*r->rings));
 		r->ring_ptrs = calloc(r->nthreads, sizeof(*r->ring_ptrs));
@@ -148,6 +150,7 @@ static int alloc_threads(struct run *r, char *err, size_t errlen)
 		t->index = i;
 		t->cpu = r->c.cpus_set ? r->c.cpus.cpu[i] : -1;
 		t->period_ns = r->m->period_ns(r->mparams, i);
+		t->worst_floor = INT64_MIN; /* the first WORST_N samples always enter */
 		t->hist = calloc(1, sizeof(*t->hist));
 		if (!t->hist || series_init(&t->series, NSEC_PER_SEC, series_slots(r, t->period_ns)))
 			goto out_nomem;

@@ -26,6 +26,22 @@ struct worst_entry {
 };
 
 struct mthread {
+	/* Hot: what every sample updates, in one cache line. The live status line reads
+	 * them from another thread: relaxed atomics, plain moves on common CPUs. */
+	_Alignas(64) _Atomic uint64_t count;
+	_Atomic int64_t last_ns, min_ns, max_ns, sum_ns;
+	int64_t worst_floor;      /* a sample above this enters worst[] */
+	double sumsq;             /* ns^2, for the standard deviation */
+	struct hist *hist;
+
+	struct series series;
+	int64_t start_ns;         /* CLOCK_MONOTONIC at the first target computation */
+	struct ring *ring;        /* NULL when raw capture is off */
+	uint64_t overruns;        /* wake-ups later than a whole period */
+	uint64_t lost;            /* raw samples dropped because the ring was full */
+	struct worst_entry worst[WORST_N];
+	int nworst;
+
 	int index;
 	int cpu;                  /* pinned CPU, -1 when unpinned */
 	pid_t tid;
@@ -34,71 +50,57 @@ struct mthread {
 	bool fallback;            /* the requested policy could not be set */
 	char setup_err[256];
 	int setup_rc;             /* 0, or -errno when setup failed */
-
-	int64_t start_ns;         /* CLOCK_MONOTONIC at the first target computation */
-	int64_t min_ns, max_ns, sum_ns;
-	double sumsq;             /* ns^2, for the standard deviation */
-	uint64_t overruns;        /* wake-ups later than a whole period */
-	uint64_t lost;            /* raw samples dropped because the ring was full */
-	struct hist *hist;
-	struct series series;
-	struct worst_entry worst[WORST_N];
-	int nworst;
-	int worst_min;            /* index of the smallest entry in worst[] */
-	struct ring *ring;        /* NULL when raw capture is off */
 	char raw_path[4096];
-
-	/* Published for the live status line; relaxed stores, plain moves on common CPUs. */
-	_Atomic uint64_t pub_count;
-	_Atomic int64_t pub_last, pub_min, pub_max, pub_sum;
-
 	pthread_t pthread;
 	bool started;
 	void *run;                /* the struct run this thread belongs to */
 };
 
+/* Relaxed read of a field the measuring thread publishes. */
+#define MT_GET(t, field) atomic_load_explicit(&(t)->field, memory_order_relaxed)
+#define MT_SET(t, field, v) atomic_store_explicit(&(t)->field, (v), memory_order_relaxed)
+
+/* V enters the worst samples: replace the smallest once full, keep worst_floor current. */
 static inline void worst_insert(struct mthread *t, int64_t v, uint64_t cycle, int64_t t_rel)
 {
-	int slot;
+	int slot = 0;
 
 	if (t->nworst < WORST_N) {
 		slot = t->nworst++;
 	} else {
-		if (v <= t->worst[t->worst_min].latency_ns)
-			return;
-		slot = t->worst_min;
+		for (int i = 1; i < WORST_N; i++)
+			if (t->worst[i].latency_ns < t->worst[slot].latency_ns)
+				slot = i;
 	}
 	t->worst[slot] = (struct worst_entry){ v, cycle, t_rel };
-	t->worst_min = 0;
-	for (int i = 1; i < t->nworst; i++)
-		if (t->worst[i].latency_ns < t->worst[t->worst_min].latency_ns)
-			t->worst_min = i;
+	if (t->nworst == WORST_N) {
+		t->worst_floor = t->worst[0].latency_ns;
+		for (int i = 1; i < WORST_N; i++)
+			if (t->worst[i].latency_ns < t->worst_floor)
+				t->worst_floor = t->worst[i].latency_ns;
+	}
 }
 
 /* Record latency V (ns) of cycle CYCLE, observed at NOW_NS (CLOCK_MONOTONIC). */
 static inline void sample_record(struct mthread *t, int64_t v, uint64_t cycle, int64_t now_ns)
 {
-	uint64_t n = atomic_load_explicit(&t->pub_count, memory_order_relaxed);
+	uint64_t n = MT_GET(t, count);
 	int64_t t_rel = now_ns - t->start_ns;
 
-	if (n == 0 || v < t->min_ns)
-		t->min_ns = v;
-	if (n == 0 || v > t->max_ns)
-		t->max_ns = v;
-	t->sum_ns += v;
+	if (n == 0 || v < MT_GET(t, min_ns))
+		MT_SET(t, min_ns, v);
+	if (n == 0 || v > MT_GET(t, max_ns))
+		MT_SET(t, max_ns, v);
+	MT_SET(t, sum_ns, MT_GET(t, sum_ns) + v);
+	MT_SET(t, last_ns, v);
 	t->sumsq += (double)v * (double)v;
 	hist_add(t->hist, v);
 	series_add(&t->series, t_rel, v);
-	if (t->nworst < WORST_N || v > t->worst[t->worst_min].latency_ns)
+	if (v > t->worst_floor)
 		worst_insert(t, v, cycle, t_rel);
 	if (t->ring && !ring_push(t->ring, v))
 		t->lost++;
-
-	atomic_store_explicit(&t->pub_count, n + 1, memory_order_relaxed);
-	atomic_store_explicit(&t->pub_last, v, memory_order_relaxed);
-	atomic_store_explicit(&t->pub_min, t->min_ns, memory_order_relaxed);
-	atomic_store_explicit(&t->pub_max, t->max_ns, memory_order_relaxed);
-	atomic_store_explicit(&t->pub_sum, t->sum_ns, memory_order_relaxed);
+	MT_SET(t, count, n + 1);
 }
 
 #endif

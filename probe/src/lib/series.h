@@ -5,14 +5,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* One slot: a cache line holds two, so a sample touches one line. */
+struct series_slot {
+	int64_t min, max, sum; /* ns */
+	uint64_t count;
+};
+
 struct series {
 	int64_t period_ns; /* width of one slot */
 	uint32_t cap;      /* slots allocated */
 	uint32_t n;        /* slots in use (index of the current slot + 1) */
 	int64_t edge_ns;   /* end of the current slot, relative to the start */
 	bool truncated;    /* samples arrived after the last slot */
-	int64_t *min, *max, *sum;
-	uint64_t *count;
+	struct series_slot *slot;
 };
 
 /* Allocate CAP slots of PERIOD_NS; 0 or -ENOMEM. */
@@ -30,14 +35,14 @@ static inline void series_add(struct series *s, int64_t t_rel_ns, int64_t v)
 		s->n++;
 		s->edge_ns += s->period_ns;
 	}
-	uint32_t i = s->n - 1;
+	struct series_slot *slot = &s->slot[s->n - 1];
 
-	if (s->count[i] == 0 || v < s->min[i])
-		s->min[i] = v;
-	if (s->count[i] == 0 || v > s->max[i])
-		s->max[i] = v;
-	s->sum[i] += v;
-	s->count[i]++;
+	if (slot->count == 0 || v < slot->min)
+		slot->min = v;
+	if (slot->count == 0 || v > slot->max)
+		slot->max = v;
+	slot->sum += v;
+	slot->count++;
 }
 
 #endif

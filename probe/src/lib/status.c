@@ -11,17 +11,17 @@ void status_draw(struct run *r)
 		fprintf(stderr, "\033[%dA", r->nthreads); /* back to the first line */
 	for (int i = 0; i < r->nthreads; i++) {
 		const struct mthread *t = &r->th[i];
-		uint64_t n = atomic_load_explicit(&t->pub_count, memory_order_relaxed);
+		uint64_t n = MT_GET(t, count);
 		char cur[24] = "-", mn[24] = "-", avg[24] = "-", mx[24] = "-", cpu[16] = "any";
 
 		if (n) {
-			format_duration(atomic_load_explicit(&t->pub_last, memory_order_relaxed), cur,
+			format_duration(MT_GET(t, last_ns), cur,
 					sizeof(cur));
-			format_duration(atomic_load_explicit(&t->pub_min, memory_order_relaxed), mn,
+			format_duration(MT_GET(t, min_ns), mn,
 					sizeof(mn));
-			format_duration(atomic_load_explicit(&t->pub_sum, memory_order_relaxed) / (int64_t)n,
+			format_duration(MT_GET(t, sum_ns) / (int64_t)n,
 					avg, sizeof(avg));
-			format_duration(atomic_load_explicit(&t->pub_max, memory_order_relaxed), mx,
+			format_duration(MT_GET(t, max_ns), mx,
 					sizeof(mx));
 		}
 		if (t->cpu >= 0)
@@ -44,16 +44,16 @@ void progress_write(struct run *r, const char *phase)
 	jw_arr_begin(&w);
 	for (int i = 0; r->th && i < r->nthreads; i++) {
 		const struct mthread *t = &r->th[i];
-		uint64_t n = atomic_load_explicit(&t->pub_count, memory_order_relaxed);
+		uint64_t n = MT_GET(t, count);
 
 		jw_obj_begin(&w);
 		jw_kuint(&w, "count", n);
 		if (n) {
-			jw_kint(&w, "last_ns", atomic_load_explicit(&t->pub_last, memory_order_relaxed));
-			jw_kint(&w, "min_ns", atomic_load_explicit(&t->pub_min, memory_order_relaxed));
+			jw_kint(&w, "last_ns", MT_GET(t, last_ns));
+			jw_kint(&w, "min_ns", MT_GET(t, min_ns));
 			jw_kint(&w, "mean_ns",
-				atomic_load_explicit(&t->pub_sum, memory_order_relaxed) / (int64_t)n);
-			jw_kint(&w, "max_ns", atomic_load_explicit(&t->pub_max, memory_order_relaxed));
+				MT_GET(t, sum_ns) / (int64_t)n);
+			jw_kint(&w, "max_ns", MT_GET(t, max_ns));
 		}
 		jw_obj_end(&w);
 	}
