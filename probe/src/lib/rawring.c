@@ -7,7 +7,7 @@
 #include "rawring.h"
 #include "timeutil.h"
 
-#define RAW_DRAIN_PERIOD_NS (5 * NSEC_PER_MSEC)
+#define RAW_DRAIN_PERIOD_NS (25 * NSEC_PER_MSEC) /* rings hold seconds: wake rarely */
 
 static void put_le32(unsigned char *p, uint32_t v)
 {

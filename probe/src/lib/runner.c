@@ -15,7 +15,9 @@
 
 #define THREAD_STACK_BYTES (256 * 1024)
 #define STACK_PREFAULT_BYTES (64 * 1024)
-#define RAW_RING_SAMPLES ((uint64_t)1 << 19)  /* 4 MiB per thread: 26 s at 50 us */
+#define RAW_RING_MIN ((uint64_t)1 << 12)      /* samples */
+#define RAW_RING_MAX ((uint64_t)1 << 19)      /* 4 MiB per thread: 26 s at 50 us */
+#define RAW_RING_SECONDS 8                    /* of samples a ring holds if the writer stalls */
 #define SERIES_MAX_SLOTS (7 * 24 * 3600)      /* one week of per-second slots */
 #define SERIES_OPEN_SLOTS (24 * 3600)         /* when the run has no set end */
 #define STATUS_PERIOD_NS (500 * NSEC_PER_MSEC)
@@ -133,6 +135,17 @@ static uint32_t series_slots(const struct run *r, int64_t period_ns)
 	return (uint32_t)(secs > SERIES_MAX_SLOTS ? SERIES_MAX_SLOTS : secs);
 }
 
+/* Ring capacity (a power of two) for RAW_RING_SECONDS of samples at PERIOD_NS: small
+ * rings keep start-up and locked memory low at long periods. */
+static uint64_t raw_ring_samples(int64_t period_ns)
+{
+	uint64_t want = (uint64_t)(RAW_RING_SECONDS * NSEC_PER_SEC / period_ns), cap = RAW_RING_MIN;
+
+	while (cap < want && cap < RAW_RING_MAX)
+		cap <<= 1;
+	return cap;
+}
+
 static int alloc_threads(struct run *r, char *err, size_t errlen)
 {
 	r->th = aligned_alloc(_Alignof(struct mthread), r->nthreads * sizeof(*r->th));
@@ -160,7 +173,8 @@ static int alloc_threads(struct run *r, char *err, size_t errlen)
 			snprintf(t->raw_path, sizeof(t->raw_path), "%s", r->c.raw_path);
 		else
 			snprintf(t->raw_path, sizeof(t->raw_path), "%s.%d", r->c.raw_path, i);
-		int rc = ring_open(&r->rings[i], t->raw_path, i, t->cpu, t->period_ns, RAW_RING_SAMPLES);
+		int rc = ring_open(&r->rings[i], t->raw_path, i, t->cpu, t->period_ns,
+				   raw_ring_samples(t->period_ns));
 
 		if (rc) {
 			snprintf(err, errlen, "--raw: cannot write \"%.300s\" (%s)", t->raw_path, strerror(-rc));
