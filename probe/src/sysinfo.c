@@ -14,6 +14,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "lib/atomicfile.h"
 #include "lib/jsonw.h"
 #include "probe.h"
 #include "sysinfo.h"
@@ -397,11 +398,16 @@ static void sysinfo_usage(FILE *f)
 		   "`rtlab audit --from FILE`. Nothing is changed on the system.\n");
 }
 
+static int sysinfo_fill(FILE *f, const void *arg)
+{
+	(void)arg;
+	return sysinfo_write(f);
+}
+
 int sysinfo_main(int argc, char **argv)
 {
 	const char *out = NULL;
-	char tmp[4096];
-	FILE *f;
+	bool open_failed;
 	int ret;
 
 	for (int i = 0; i < argc; i++) {
@@ -420,29 +426,10 @@ int sysinfo_main(int argc, char **argv)
 		fprintf(stderr, "rtlab-probe sysinfo: --json FILE is required\n");
 		return EXIT_USAGE;
 	}
-	if (!strcmp(out, "-")) {
-		ret = sysinfo_write(stdout);
-		return ret || fflush(stdout) ? EXIT_INTERNAL : EXIT_OK;
-	}
-	/* Written beside FILE and renamed: never a half-written document. */
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp%ld", out, (long)getpid()) >= (int)sizeof(tmp)) {
-		fprintf(stderr, "rtlab-probe sysinfo: \"%s\": path too long\n", out);
-		return EXIT_USAGE;
-	}
-	f = fopen(tmp, "w");
-	if (!f) {
-		fprintf(stderr, "rtlab-probe sysinfo: \"%s\": %s\n", out, strerror(errno));
-		return EXIT_USAGE;
-	}
-	ret = sysinfo_write(f);
-	if (fclose(f) && !ret)
-		ret = -EIO;
-	if (!ret && rename(tmp, out))
-		ret = -errno;
+	ret = atomic_write(out, sysinfo_fill, NULL, &open_failed);
 	if (ret) {
-		(void)unlink(tmp);
 		fprintf(stderr, "rtlab-probe sysinfo: \"%s\": %s\n", out, strerror(-ret));
-		return EXIT_INTERNAL;
+		return open_failed ? EXIT_USAGE : EXIT_INTERNAL;
 	}
 	return EXIT_OK;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "atomicfile.h"
 #include "jsonw.h"
 #include "loadstat.h"
 #include "opts.h"
@@ -47,37 +48,37 @@ static void load_usage(const struct opt_table *t)
 	opts_help(stdout, t, 1);
 }
 
-static int write_json(const char *path, const struct load_group *g, const struct load_list *l,
-		      const struct loadstat *act)
+struct load_report {
+	const struct load_group *g;
+	const struct load_list *l;
+	const struct loadstat *act; /* activity at the start [0] and end [1] */
+};
+
+static int load_report_fill(FILE *f, const void *arg)
 {
-	char tmp[4200];
-	FILE *f;
+	const struct load_report *lr = arg;
 	struct jw w;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-	f = strcmp(path, "-") ? fopen(tmp, "w") : stdout;
-	if (!f)
-		return -errno;
 	jw_init(&w, f);
 	jw_obj_begin(&w);
 	jw_kint(&w, "schema", 1);
 	jw_kstr(&w, "tool", "rtlab-probe");
 	jw_kstr(&w, "version", RTLAB_PROBE_VERSION);
 	jw_key(&w, "loads");
-	load_group_json(&w, g, l);
+	load_group_json(&w, lr->g, lr->l);
 	jw_key(&w, "activity");
-	loadstat_json(&w, &act[0], &act[1]);
+	loadstat_json(&w, &lr->act[0], &lr->act[1]);
 	jw_obj_end(&w);
 	fputc('\n', f);
-	if (f == stdout)
-		return fflush(f) ? -errno : 0;
-	if (fclose(f) || rename(tmp, path)) {
-		int e = errno;
+	return ferror(f) ? -EIO : 0;
+}
 
-		(void)unlink(tmp);
-		return -e;
-	}
-	return 0;
+static int write_json(const char *path, const struct load_group *g, const struct load_list *l,
+		      const struct loadstat *act)
+{
+	struct load_report lr = { g, l, act };
+
+	return atomic_write(path, load_report_fill, &lr, NULL);
 }
 
 int run_loads_only(int argc, char **argv)

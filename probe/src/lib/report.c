@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "atomicfile.h"
 #include "host.h"
 #include "jsonw.h"
 #include "run.h"
@@ -262,34 +263,19 @@ void report_json(const struct run *r, FILE *f)
 	fputc('\n', f);
 }
 
+static int report_fill(FILE *f, const void *r)
+{
+	report_json(r, f);
+	return ferror(f) ? -EIO : 0;
+}
+
 int report_save(const struct run *r, const char *path, char *err, size_t errlen)
 {
-	char tmp[4200];
-	FILE *f;
+	int rc = atomic_write(path, report_fill, r, NULL);
 
-	if (!strcmp(path, "-")) {
-		report_json(r, stdout);
-		return fflush(stdout) ? -errno : 0;
-	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-	f = fopen(tmp, "w");
-	if (!f)
-		goto out_err;
-	report_json(r, f);
-	if (fflush(f) || fsync(fileno(f))) {
-		(void)fclose(f);
-		goto out_unlink;
-	}
-	if (fclose(f))
-		goto out_unlink;
-	if (rename(tmp, path))
-		goto out_unlink;
-	return 0;
-out_unlink:
-	(void)unlink(tmp);
-out_err:
-	snprintf(err, errlen, "cannot write \"%.300s\" (%s)", path, strerror(errno));
-	return -errno;
+	if (rc)
+		snprintf(err, errlen, "cannot write \"%.300s\" (%s)", path, strerror(-rc));
+	return rc;
 }
 
 bool report_threshold_exceeded(const struct run *r)
