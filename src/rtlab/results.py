@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-from rtlab.analysis import CaseStats, document_case_stats
+from rtlab.analysis import CaseStats, document_case_stats, resolve_raw_file
 from rtlab.store import CaseRecord, ExperimentRecord
 from rtlab.system._setup import SETUP_FACTS, setup_description, setup_names  # noqa: F401
 
@@ -70,20 +69,11 @@ def case_samples(rec: ExperimentRecord, case: CaseRecord):
     """Raw samples of a case, one memory-mapped array per thread, or None without raw capture."""
     from rtlab.rawfile import open_samples
 
-    doc = rec.document(case)
     base = (rec.path / case.document).parent
-    arrays = []
-    for t in doc["threads"]:
-        name = t.get("raw_file")
-        if not name:
-            return None
-        path = base / name
-        if not path.exists():
-            path = base / Path(name).name
-        if not path.exists():
-            return None
-        arrays.append(open_samples(path))
-    return arrays
+    paths = [resolve_raw_file(t, base) for t in rec.document(case)["threads"]]
+    if not paths or None in paths:
+        return None
+    return [open_samples(p) for p in paths]
 
 
 def setup_facts(rec: ExperimentRecord) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rtlab.system._cmdline import Cmdline, cpulist_or_none
+from rtlab.system._cpus import format_cpulist
 from rtlab.system._root import LIVE_ROOT, Root
 
 
@@ -15,7 +16,7 @@ class Isolation:
     kernel_isolated: bool  # False when the choice is only a convention (no isolation configured)
 
     def describe(self) -> str:
-        cpus = ",".join(map(str, self.cpus))
+        cpus = format_cpulist(self.cpus)
         if self.kernel_isolated:
             return f"CPU {cpus} (isolated by {self.source})"
         return f"CPU {cpus} (the last CPU: no isolated CPU is configured; loads are kept off it)"
