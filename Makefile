@@ -7,6 +7,8 @@ VPY     := $(VENV)/bin/python
 BUILD   := build/probe
 PROBE   := $(BUILD)/src/rtlab-probe
 CROSS   := build/aarch64
+# meson-python runs `meson` from PATH: the one in the venv.
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # Debian packages the tests use (cyclictest for the import tests, chromium to render
 # the HTML report, stress-ng and iperf3 as load backends; hackbench comes with rt-tests).
 TEST_DEBS := rt-tests chromium stress-ng iperf3

@@ -1,9 +1,13 @@
-"""The one user-error type: caught at the top, printed as one line, exit 2."""
+"""The error types caught at the top of the CLI, each printed as one line with its exit code."""
 
 
 class UserError(Exception):
-    """Bad input from the user (options, experiment files, imported files)."""
+    """Bad input from the user (options, experiment files, imported files): exit 2."""
 
 
 class UnsupportedError(Exception):
-    """Cannot be done on this system (exit 3)."""
+    """Cannot be done on this system: exit 3."""
+
+
+class InternalError(Exception):
+    """A bug, in rtlab or in the probe (which exited 4): exit 4."""
