@@ -52,7 +52,7 @@ def document(x: np.ndarray, policy: str, loads: int, host: str) -> dict:
     worst = np.argsort(x, kind="stable")[::-1][:16]
     name, _, prio = policy.partition(":")
     return {
-        "schema": 1,
+        "schema": 2,
         "tool": "rtlab-probe",
         "version": "synthetic",
         "meter": "wakeup",
@@ -66,7 +66,7 @@ def document(x: np.ndarray, policy: str, loads: int, host: str) -> dict:
         "host": {"uname": {"nodename": host}, "cpus_online": 2, "cpus_configured": 2},
         "params": {"interval_ns": INTERVAL_NS, "loops": int(x.size), "policy": policy},
         "mlocked": True,
-        "threshold_exceeded": False,
+        "deadline_exceeded": False,
         "loads": [{"spec": f"forkcopy:{loads}", "workers": loads}] if loads else [],
         "threads": [
             {
@@ -141,7 +141,7 @@ def write_sweep(
                 }
             )
     manifest = {
-        "schema": 1,
+        "schema": 2,
         "id": exp_id,
         "name": "synthetic sweep",
         "source": "bench/make_sweep.py",

@@ -74,7 +74,7 @@ def document(s: Summary, hist: Histogram, argv: list[str], elapsed_ns: int) -> d
     est = stats_from_histogram(hist, minimum=s.vmin, maximum=s.vmax, mean=mean, stddev=stddev)
     now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
     return {
-        "schema": 1,
+        "schema": 2,
         "tool": "rtlab-probe",
         "version": "synthetic",
         "meter": "wakeup",
@@ -111,13 +111,13 @@ def document(s: Summary, hist: Histogram, argv: list[str], elapsed_ns: int) -> d
             "main_cpus": None,
             "mlock": True,
             "dma_latency_us": None,
-            "threshold_ns": None,
+            "deadline_ns": None,
             "settle_ns": 0,
             "raw": True,
             "loads": [],
         },
         "mlocked": True,
-        "threshold_exceeded": False,
+        "deadline_exceeded": False,
         "loads": [],
         "threads": [
             {
@@ -177,7 +177,7 @@ def main(argv: list[str]) -> int:
     doc = document(s, hist, ["make_synthetic.py", *argv], time.monotonic_ns() - t0)
     (cases / "000.json").write_text(json.dumps(doc) + "\n")
     manifest = {
-        "schema": 1,
+        "schema": 2,
         "id": args.id,
         "name": "synthetic",
         "complete": True,

@@ -5,21 +5,23 @@ from __future__ import annotations
 import json
 
 from rtlab.experiment import load_experiment
+from rtlab.records import CaseRecord, new_manifest
 from rtlab.results import setup_label, setup_labels
 from rtlab.runner import new_record
-from rtlab.store import CaseRecord, Store, write_json_atomic
+from rtlab.store import Store, write_json_atomic
 from rtlab.system import SysRoot, audit_system
 
 from .test_audit import SYSTEMS
 
 
-def manifest() -> dict:
-    return {
-        "name": "demo",
-        "created_utc": "2026-01-01T00:00:00Z",
-        "complete": False,
-        "cases": [CaseRecord(0, "s", "c0", {"forkcopy": 0}).to_dict()],
-    }
+def manifest():
+    return new_manifest(
+        name="demo",
+        description="",
+        source="test",
+        series=[],
+        cases=[CaseRecord(0, "s", "c0", {"forkcopy": 0})],
+    )
 
 
 def stored(store: Store, system: str, **overrides):

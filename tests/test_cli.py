@@ -8,6 +8,9 @@ import json
 
 import pytest
 
+from rtlab.results import stats_rows
+from rtlab.store import Store
+
 from .conftest import is_root
 
 POLICY = "fifo:50" if is_root() else "other"
@@ -39,9 +42,12 @@ def small_runs(tmp_path_factory):
     toml = base / "small.toml"
     toml.write_text(SMALL)
     out = base / "results"
+    # the hidden old spelling --out still works
     assert main(["run", str(toml), "--out", str(out), "--raw"]) == 0
-    assert main(["run", str(toml), "--out", str(out), "--raw", "--deadline", "1ms"]) == 0
+    rc = main(["run", str(toml), "--results", str(out), "--raw", "--deadline", "1ms"])
     ids = sorted(p.name for p in out.iterdir() if p.is_dir())
+    over = any(r["max"] > 1_000_000 for r in stats_rows(Store(out).open(ids[1])))
+    assert rc == (1 if over else 0)  # the verdict sets the exit status
     return out, ids
 
 
@@ -137,7 +143,9 @@ def test_show(rtlab, small_runs):
     rc, out, _ = rtlab("show", ids[1], "--results", str(out_dir), "--csv")
     assert rc == 0 and len(list(csv.DictReader(io.StringIO(out)))) == 4
     rc, out, _ = rtlab("show", ids[1], "--results", str(out_dir), "--deadline", "50us")
-    assert rc == 0 and "plain" in out and "two threads" in out and "> 50" in out
+    over = any(r["max"] > 50_000 for r in rows)
+    assert rc == (1 if over else 0) and ("FAIL" if over else "PASS") in out
+    assert "plain" in out and "two threads" in out and "> 50" in out
 
 
 def test_compare_and_fail_if(rtlab, small_runs):

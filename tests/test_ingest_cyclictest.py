@@ -1,8 +1,10 @@
-"""rtlab.ingest.cyclictest: cyclictest --json files and text histograms as schema-1 documents."""
+"""rtlab.ingest.cyclictest: cyclictest --json files and text histograms as result documents."""
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -11,12 +13,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rtlab.analysis import document_case_stats, per_thread_stats
 from rtlab.errors import UserError
 from rtlab.ingest import read_cyclictest
+from rtlab.probe import RESULT_SCHEMA
 
 FIX = Path(__file__).parent / "fixtures" / "cyclictest"
 CYCLICTEST = Path("/usr/bin/cyclictest")
 PCTS = ("50", "90", "99", "99.9", "99.99")
+ORDER_STATS = ("median", "p90", "p99", "p999", "p9999", "q1", "q3", "iqr")
+WHISKERS = ("whisker_low", "whisker_high")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -25,7 +31,8 @@ PCTS = ("50", "90", "99", "99.9", "99.99")
 def check_invariants(doc: dict) -> None:
     """What every imported document must satisfy."""
     json.dumps(doc, allow_nan=False)  # plain JSON: no NaN, no odd types
-    assert doc["schema"] == 1 and doc["tool"] == "cyclictest" and doc["meter"] == "wakeup"
+    assert doc["schema"] == RESULT_SCHEMA
+    assert doc["tool"] == "cyclictest" and doc["meter"] == "wakeup"
     assert isinstance(doc["complete"], bool) and isinstance(doc["argv"], list)
     assert doc["params"]["loads"] == [] and doc["params"]["threads"] == len(doc["threads"])
     assert doc["import"]["format"] in ("cyclictest-json", "cyclictest-histogram")
@@ -150,6 +157,18 @@ def test_real_json_without_histogram(cyclictest, tmp_path):
         assert t["histogram"] is None and t["percentiles_ns"] is None
         assert t["count"] == raw[str(t["index"])]["cycles"]
         assert t["min_ns"] == raw[str(t["index"])]["min"] * 1000
+
+
+def test_real_json_without_histogram_has_summary_statistics(cyclictest, tmp_path):
+    run(cyclictest, tmp_path, "-q", "--json=run.json")
+    doc = read(tmp_path / "run.json")
+    s = document_case_stats(doc, tmp_path)
+    assert s.count == sum(t["count"] for t in doc["threads"]) and not s.exact
+    assert s.min == min(t["min_ns"] for t in doc["threads"])
+    assert math.isnan(s.median) and s.jitter == s.max - s.min
+    assert [p.count for p in per_thread_stats(doc, tmp_path)] == [
+        t["count"] for t in doc["threads"]
+    ]
 
 
 def test_real_histofall_summary_column_is_dropped(cyclictest, tmp_path):
@@ -279,7 +298,7 @@ def test_golden_real_stdout_capture_with_summary_column():
 def test_golden_handmade_nsecs_json_whole_document():
     doc = read(FIX / "handmade-nsecs.json")
     assert doc == {
-        "schema": 1,
+        "schema": RESULT_SCHEMA,
         "tool": "cyclictest",
         "version": "2.40",
         "meter": "wakeup",
@@ -472,3 +491,108 @@ def test_mutated_files_never_crash(tmp_path_factory, data):
         assert "\n" not in str(e) and str(e).startswith(str(path))
     else:
         check_invariants(doc)
+
+
+# ------------------------------------------------- statistics of imported documents
+
+
+def assert_summary_only(s, count: int, lo: int, hi: int) -> None:
+    """Samples without a histogram: exact count/min/max/jitter, every order statistic NaN."""
+    assert (s.count, s.min, s.max, s.jitter) == (count, lo, hi, hi - lo)
+    assert not s.exact and s.outliers == 0
+    for key in (*ORDER_STATS, *WHISKERS):
+        assert math.isnan(getattr(s, key)), key
+        assert math.isnan(s.error_ns[key]), key
+    d = s.to_dict()
+    assert d["median"] is None and d["min"] == lo
+    json.dumps(d, allow_nan=False)
+
+
+def test_no_histogram_gives_the_exact_summary(tmp_path):
+    """cyclictest --json without -h: count, min, max, mean from the threads' own fields."""
+    doc = read(FIX / "real-nohist.json")
+    s = document_case_stats(doc, tmp_path)
+    assert_summary_only(s, 341, 7000, 1_252_000)
+    assert s.mean == pytest.approx((200 * 38650.0 + 141 * 34350.0) / 341, rel=1e-12)
+    assert math.isnan(s.stddev)  # cyclictest does not report it
+    assert (s.deadline_ns, s.deadline_misses, s.deadline_misses_bounds) == (None, None, None)
+    t0, t1 = per_thread_stats(doc, tmp_path)
+    assert_summary_only(t0, 200, 7000, 234_000)
+    assert_summary_only(t1, 141, 11000, 1_252_000)
+    assert t0.mean == 38650.0 and t1.mean == 34350.0
+
+
+@pytest.mark.parametrize(
+    ("deadline", "misses", "bounds"),
+    [
+        (1_252_000, 0, (0, 0)),  # the max meets it: no sample misses
+        (10**9, 0, (0, 0)),
+        (6999, 341, (341, 341)),  # the min misses it: every sample does
+        (-5, 341, (341, 341)),
+        (7000, None, (1, 340)),  # in between: at least the max, at most all but the min
+        (100_000, None, (1, 340)),
+        (1_251_999, None, (1, 340)),
+    ],
+)
+def test_no_histogram_deadline_misses(tmp_path, deadline, misses, bounds):
+    doc = read(FIX / "real-nohist.json")
+    s = document_case_stats(doc, tmp_path, deadline_ns=deadline)
+    assert (s.deadline_ns, s.deadline_misses, s.deadline_misses_bounds) == (
+        deadline,
+        misses,
+        bounds,
+    )
+    assert_summary_only(s, 341, 7000, 1_252_000)
+
+
+def test_no_histogram_with_a_zero_cycle_thread(tmp_path):
+    doc = read(FIX / "real-zero-thread.json")
+    s = document_case_stats(doc, tmp_path, deadline_ns=10**6)
+    assert_summary_only(s, 2, 19000, 30000)
+    assert s.deadline_misses == 0 and s.mean == 24500.0
+    t0, t1 = per_thread_stats(doc, tmp_path)
+    assert_summary_only(t0, 2, 19000, 30000)
+    assert t1.count == 0 and math.isnan(t1.min) and math.isnan(t1.median)
+
+
+def test_single_sample_without_histogram(tmp_path):
+    doc = read(FIX / "real-zero-thread.json")
+    t0 = doc["threads"][0]
+    t0.update(count=1, min_ns=30000, max_ns=30000, mean_ns=30000.0)
+    for deadline, misses in ((29999, 1), (30000, 0)):
+        s = document_case_stats(doc, tmp_path, deadline_ns=deadline)
+        assert_summary_only(s, 1, 30000, 30000)
+        assert s.deadline_misses == misses and s.deadline_misses_bounds == (misses, misses)
+
+
+def test_a_thread_without_histogram_makes_the_case_summary_only(tmp_path):
+    """Percentiles of the other threads' histograms alone would misstate the case."""
+    doc = read(FIX / "real-h60.json")
+    full = document_case_stats(doc, tmp_path)
+    assert not math.isnan(full.median)
+    part = copy.deepcopy(doc)
+    part["threads"][1]["histogram"] = part["threads"][1]["percentiles_ns"] = None
+    s = document_case_stats(part, tmp_path)
+    assert_summary_only(s, 600, 6000, 1_242_000)
+    assert s.mean == full.mean
+    t0, t1 = per_thread_stats(part, tmp_path)
+    assert t0.median == per_thread_stats(doc, tmp_path)[0].median
+    assert_summary_only(t1, 300, 6000, 1_242_000)
+
+
+def test_samples_with_an_empty_histogram_are_summary_only(tmp_path):
+    """count > 0 but no bucket nor overflow: the summary, not an empty CaseStats."""
+    doc = read(FIX / "real-nohist.json")
+    for t in doc["threads"]:
+        t["histogram"] = {"unit": "ns", "overflow": 0, "buckets": []}
+    assert_summary_only(document_case_stats(doc, tmp_path), 341, 7000, 1_252_000)
+
+
+def test_histograms_still_give_percentiles(tmp_path):
+    doc = read(FIX / "real-h60.json")
+    s = document_case_stats(doc, tmp_path, deadline_ns=100_000)
+    assert s.count == 600 and (s.min, s.max) == (6000, 1_242_000)
+    assert s.min <= s.q1 <= s.median <= s.q3 <= s.p99 <= s.max
+    assert s.deadline_misses is not None and not math.isnan(s.error_ns["median"])
+    per = per_thread_stats(doc, tmp_path)
+    assert [p.median for p in per] == [t["percentiles_ns"]["50"] for t in doc["threads"]]

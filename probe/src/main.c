@@ -1,5 +1,6 @@
 /* rtlab-probe: the target-side measurement engine. */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -18,29 +19,31 @@ static void usage(FILE *f)
 		fprintf(f, "  %-12s %s\n", probe_meters[i]->name, probe_meters[i]->summary);
 	fprintf(f, "\nother commands:\n"
 		   "  load         run load generators alone (SPEC = KIND:ARGS[@CPUS])\n"
-		   "  list         meters, loads and their options (--json for machines)\n"
+		   "  list         meters, loads and their options (--json for programs)\n"
 		   "  sysinfo      the system files the readiness audit reads (--json FILE)\n"
-		   "\nexit codes: 0 ok, 1 threshold exceeded, 2 bad usage, 3 unsupported here, 4 internal error\n");
+		   "\nexit codes: 0 ok, 1 a latency exceeded --deadline, 2 bad usage, 3 unsupported here,\n"
+		   "4 internal error\n");
 }
 
-static int list_cmd(int argc, char **argv)
+static void list_usage(FILE *f)
+{
+	fprintf(f, "usage: rtlab-probe list [--json]\n\n"
+		   "The meters, the loads and their options. With --json, one JSON object for\n"
+		   "programs: \"version\", \"common_options\" (taken by every meter), \"meters\"\n"
+		   "(name, summary, options of its own) and \"loads\" (name, syntax, summary);\n"
+		   "each option has name, type, metavar, min/max (min_ns/max_ns for durations),\n"
+		   "help and aliases.\n");
+}
+
+static void list_json(void)
 {
 	struct jw w;
 
-	if (argc == 0) {
-		usage(stdout);
-		printf("\nloads:\n");
-		for (int i = 0; probe_load_kinds[i]; i++)
-			printf("  %-24s %s\n", probe_load_kinds[i]->syntax, probe_load_kinds[i]->summary);
-		return EXIT_OK;
-	}
-	if (argc != 1 || strcmp(argv[0], "--json")) {
-		fprintf(stderr, "rtlab-probe list: unexpected argument \"%s\"\n", argv[0]);
-		return EXIT_USAGE;
-	}
 	jw_init(&w, stdout);
 	jw_obj_begin(&w);
 	jw_kstr(&w, "version", RTLAB_PROBE_VERSION);
+	jw_key(&w, "common_options");
+	opts_json(&w, run_common_opts);
 	jw_key(&w, "meters");
 	jw_arr_begin(&w);
 	for (int i = 0; probe_meters[i]; i++) {
@@ -64,7 +67,52 @@ static int list_cmd(int argc, char **argv)
 	jw_arr_end(&w);
 	jw_obj_end(&w);
 	putchar('\n');
+}
+
+static int list_cmd(int argc, char **argv)
+{
+	bool json = false;
+
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			list_usage(stdout);
+			return EXIT_OK;
+		}
+		if (strcmp(argv[i], "--json")) {
+			fprintf(stderr, "rtlab-probe list: unexpected argument \"%s\" (see --help)\n",
+				argv[i]);
+			return EXIT_USAGE;
+		}
+		json = true;
+	}
+	if (json) {
+		list_json();
+		return EXIT_OK;
+	}
+	usage(stdout);
+	printf("\nloads:\n");
+	for (int i = 0; probe_load_kinds[i]; i++)
+		printf("  %-24s %s\n", probe_load_kinds[i]->syntax, probe_load_kinds[i]->summary);
 	return EXIT_OK;
+}
+
+/* A command that is not one; with --check also as JSON, like a refused option. */
+static int unknown_command(int argc, char **argv)
+{
+	struct opt_fault at = { NULL, argv[1] };
+	char msg[512];
+	size_t n;
+
+	n = (size_t)snprintf(msg, sizeof(msg), "unknown command \"%s\" (meters: ", argv[1]);
+	for (int i = 0; probe_meters[i] && n < sizeof(msg); i++)
+		n += (size_t)snprintf(msg + n, sizeof(msg) - n, "%s%s", i ? ", " : "",
+				      probe_meters[i]->name);
+	if (n < sizeof(msg))
+		snprintf(msg + n, sizeof(msg) - n, "; also load, list, sysinfo)");
+	fprintf(stderr, "rtlab-probe: %s\n", msg);
+	if (opts_given(argc, argv, "--check"))
+		opts_fault_json(stdout, msg, &at);
+	return EXIT_USAGE;
 }
 
 int main(int argc, char **argv)
@@ -102,12 +150,7 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "load"))
 		return run_loads_only(argc - 2, argv + 2);
 	m = find_meter(argv[1]);
-	if (!m) {
-		fprintf(stderr, "rtlab-probe: unknown command \"%s\" (meters: ", argv[1]);
-		for (int i = 0; probe_meters[i]; i++)
-			fprintf(stderr, "%s%s", i ? ", " : "", probe_meters[i]->name);
-		fprintf(stderr, "; also load, list, sysinfo)\n");
-		return EXIT_USAGE;
-	}
+	if (!m)
+		return unknown_command(argc, argv);
 	return run_meter(m, argc - 2, argv + 2, argc, argv);
 }

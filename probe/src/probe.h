@@ -11,7 +11,7 @@
 /* Exit codes a CI job can act on. */
 enum probe_exit {
 	EXIT_OK = 0,
-	EXIT_THRESHOLD = 1,   /* a user threshold was exceeded */
+	EXIT_DEADLINE = 1,    /* a latency exceeded --deadline */
 	EXIT_USAGE = 2,       /* bad usage or input */
 	EXIT_UNSUPPORTED = 3, /* cannot be done here (permission, kernel feature) */
 	EXIT_INTERNAL = 4,
@@ -28,21 +28,32 @@ enum opt_type {
 };
 
 struct opt_desc {
-	const char *name;    /* long name without dashes */
+	const char *name;     /* long name without dashes */
 	enum opt_type type;
-	int64_t min, max;    /* accepted range (ns for durations) */
-	const char *metavar; /* "LIST", "DUR", ... */
-	const char *help;    /* one line; mention the unit and default */
-	size_t offset;       /* where the value lives in the params struct */
-	size_t set_offset;   /* offset of a bool "was given" flag, or (size_t)-1 */
+	int64_t min, max;     /* accepted range (ns for durations) */
+	const char *metavar;  /* "LIST", "DUR", ... */
+	const char *help;     /* one line; mention the unit and default. NULL for an alias */
+	size_t offset;        /* where the value lives in the params struct */
+	size_t set_offset;    /* offset of a bool "was given" flag, or OPT_NO_SET */
+	int64_t step;         /* int/duration: the value must be a multiple (ns); 0: any */
+	const char *alias_of; /* an alias: the name of its option, in the same table */
 };
 
 #define OPT_NO_SET ((size_t)-1)
 #define OPT_END { 0 }
 
+/* One option; designated, so that fields added later default to 0 without warnings. */
+#define OPT_DESC(name_, type_, min_, max_, metavar_, help_, offset_, set_offset_)              \
+	{ .name = (name_), .type = (type_), .min = (min_), .max = (max_), .metavar = (metavar_), \
+	  .help = (help_), .offset = (offset_), .set_offset = (set_offset_) }
+
+/* A second name for an option of the same table: accepted, hidden from --help. */
+#define OPT_ALIAS(alias_, canonical_) { .name = (alias_), .alias_of = (canonical_) }
+
 struct mthread;
 struct jw;
 struct run_ctl;
+struct opt_fault;
 
 /* A meter: shares setup with every other meter, differs only in its loop. */
 struct meter {
@@ -52,8 +63,9 @@ struct meter {
 	const struct opt_desc *options;  /* meter-specific options, OPT_END terminated */
 	size_t params_size;
 	void (*defaults)(void *params);
-	/* Cross-option checks after parsing; 0 or -EINVAL with a reason. */
-	int (*check)(void *params, char *err, size_t errlen);
+	/* Cross-option checks after parsing; 0 or -EINVAL with a reason. Set AT's option
+	 * (and value) when the refusal is about one option, for `--check`'s JSON. */
+	int (*check)(void *params, struct opt_fault *at, char *err, size_t errlen);
 	/* Nominal activation period of thread INDEX (ns), for the raw header and overruns. */
 	int64_t (*period_ns)(const void *params, int index);
 	/* The measuring loop of one thread; records through sampler.h. */
@@ -75,8 +87,9 @@ struct load_kind {
 	void (*worker)(const struct load_spec *spec, int index, volatile uint64_t *iter);
 	/* Kind-specific entries of the load's JSON object. */
 	void (*params_json)(struct jw *w, const struct load_spec *spec);
-	/* Optional, in the probe before forking: -ENOENT when an external tool is
-	 * missing (exit 3), -EINVAL when it refuses the arguments (exit 2). */
+	/* Optional, in the probe before measuring (also with --check): -ENOENT when an
+	 * external tool is missing (exit 3), -EINVAL when it refuses the arguments
+	 * (exit 2). Must be cheap and leave no process or file behind. */
 	int (*prepare)(const struct load_spec *spec, char *err, size_t errlen);
 	const char *work_unit; /* what one unit of "work_units" is, e.g. "message" */
 	int per_cpu;           /* one worker per CPU of @CPUS, worker k pinned to the k-th */

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from rtlab.errors import UserError
-from rtlab.store import CaseRecord, ExperimentRecord, Store
+from rtlab.records import CaseRecord
+from rtlab.store import ExperimentRecord, Store
 
 
 class Experiment:
@@ -21,7 +22,7 @@ class Experiment:
 
     @property
     def cases(self) -> list[CaseRecord]:
-        return [c for c in self.record.cases if c.status == "done"]
+        return self.record.done_cases
 
     @property
     def system(self) -> dict[str, Any]:

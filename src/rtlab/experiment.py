@@ -2,68 +2,119 @@
 
     [experiment]            name, description, deadline
     [defaults]              case keys applied to every series
-    [[series]]              name, case keys, and [series.sweep]: key -> list of values
+    [[series]]              name, description, case keys, and [series.sweep]: key -> list of values
 
-Every case is the product of its series' swept values. The whole file is
-checked before anything runs: structure and types here, option values by the
+Every case is the product of its series' swept values. The case keys are the probe's
+own options, as `rtlab-probe list --json` describes them (`--dma-latency` is the key
+`dma_latency`), less those rtlab sets itself, plus the host keys of HOST_KEYS. The whole
+file is checked before anything runs: structure and types here, option values by the
 probe itself (`rtlab-probe METER ... --check`), so both sides agree.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
+import os
 import re
+import stat
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rtlab._probeargs import (  # re-exported: the experiment API is this module
+    DEFAULT_METER,
+    RESERVED_OPTIONS,
+    case_where,
+    check_probe_args,
+    q,
+    validate_with_probe,
+)
 from rtlab.errors import UserError
+from rtlab.probe import Catalog, one_line, probe_catalog
+from rtlab.records import MAX_DEADLINE_NS, CaseRecord
 from rtlab.system import LIVE_ROOT, SysRoot, format_cpulist, isolated_cpus, parse_cpulist
 from rtlab.units import parse_duration_ns
 
-# key -> (accepted types, probe option or None, help)
-CASE_KEYS: dict[str, tuple[tuple[type, ...], str | None, str]] = {
-    "meter": ((str,), None, "probe meter (wakeup)"),
-    "policy": ((str,), "--policy", "other[:NICE] | fifo:PRIO | rr:PRIO | deadline:R/D/P"),
-    "cpus": ((str, int), "--cpus", 'CPU list, "all", "last" or "isolated"'),
-    "threads": ((int,), "--threads", "unpinned measuring threads"),
-    "main_cpus": ((str, int), "--main-cpus", "CPUs for the probe's main thread"),
-    "interval": ((str,), "--interval", "period, e.g. 1ms"),
-    "distance": ((str,), "--distance", "added per thread"),
-    "loops": ((int,), "--loops", "cycles per thread"),
-    "duration": ((str,), "--duration", "run time per case"),
-    "settle": ((str,), "--settle", "wait after starting loads"),
-    "forkcopy": ((int,), None, "number of fork-copy load processes"),
-    "forkcopy_size": ((str,), None, "buffer size of each fork-copy child (1M)"),
-    "load": ((str,), None, 'one load spec KIND:ARGS[@CPUS][,policy=P]; "" or "none": no load'),
-    "loads": ((list,), None, "further load specs KIND:ARGS[@CPUS]"),
-    "isolate_loads": ((bool,), None, "keep loads off the measuring CPUs"),
-    "raw": ((bool,), None, "capture every sample"),
-    "mlock": ((bool,), None, "lock memory (true)"),
-    "dma_latency": ((int,), "--dma-latency", "hold /dev/cpu_dma_latency (us)"),
-    "probe_args": ((list,), None, "extra probe arguments"),
+
+@dataclass(frozen=True)
+class CaseKey:
+    """A key of [defaults], [[series]] and sweeps: what TOML values it takes."""
+
+    name: str
+    kind: str  # a key of _KINDS
+    help: str = ""
+    option: str | None = None  # the probe option it sets ("dma-latency"), None: host only
+
+
+# What each kind of key accepts: (TOML types, description for messages).
+_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "flag": ((bool,), "bool (true or false)"),
+    "bool": ((bool,), "bool (true or false)"),
+    "int": ((int,), "int"),
+    "count": ((int,), "int"),
+    "duration": ((str,), 'str (a duration with a unit, e.g. "100us")'),
+    "cpulist": ((str, int), "str or int (a CPU list)"),
+    "cpus": ((str, int), 'str or int (a CPU list, "all", "last" or "isolated")'),
+    "str": ((str,), "str"),
+    "meter": ((str,), "str"),
+    "load": ((str,), "str"),
+    "strings": ((list,), "list of strings"),
 }
+# Probe option type -> key kind; "load" is the host's (forkcopy, load, loads).
+_OPTION_KINDS = {
+    "flag": "flag",
+    "int": "int",
+    "duration": "duration",
+    "cpulist": "cpulist",
+    "policy": "str",
+    "string": "str",
+}
+
+#: Keys rtlab handles itself (some end up as probe options after rtlab resolves them).
+HOST_KEYS: dict[str, CaseKey] = {
+    k.name: k
+    for k in (
+        CaseKey("meter", "meter", "probe meter (default wakeup)"),
+        CaseKey("cpus", "cpus", 'CPU list, "all", "last" or "isolated"', "cpus"),
+        CaseKey("forkcopy", "count", "number of fork-copy load processes"),
+        CaseKey("forkcopy_size", "str", "buffer size of each fork-copy child (1M)"),
+        CaseKey("load", "load", 'one load spec KIND:ARGS[@CPUS][,policy=P]; "" or "none": no load'),
+        CaseKey("loads", "strings", "further load specs KIND:ARGS[@CPUS]"),
+        CaseKey("isolate_loads", "bool", "keep loads off the measuring CPUs"),
+        CaseKey("raw", "bool", "capture every sample"),
+        CaseKey("mlock", "bool", "lock memory (true)"),
+        CaseKey("probe_args", "strings", "further probe options of the meter"),
+    )
+}
+#: Probe options that are no case key: rtlab sets them (or its host keys stand for them).
+HOST_OPTIONS = frozenset({"json", "raw", "progress", "quiet", "check", "help", "no-mlock", "load"})
 SECTION_KEYS = {"experiment", "defaults", "series"}
 EXPERIMENT_KEYS = {"name", "description", "deadline"}
 SERIES_KEYS = {"name", "sweep", "description"}
+MAX_FILE_BYTES = 1 << 20
+MAX_CASES = 10_000  # an experiment of more cases is a typo, not a plan
+INT64 = (-(2**63), 2**63 - 1)
 PRESETS_PACKAGE = "rtlab.presets"
-
-
-@dataclass
-class Case:
-    index: int
-    series: str
-    name: str  # "forkcopy=3" (swept values), or the series name
-    swept: dict[str, Any]
-    params: dict[str, Any]  # every case key, resolved
-    args: list[str] = field(default_factory=list)  # probe arguments (without --json/--raw)
-    expected_s: float = 0.0  # for progress and ETA
-
-    @property
-    def slug(self) -> str:
-        return f"{self.index:03d}"
+__all__ = [
+    "DEFAULT_METER",
+    "HOST_KEYS",
+    "RESERVED_OPTIONS",
+    "CaseKey",
+    "Experiment",
+    "case_keys",
+    "expand",
+    "load_experiment",
+    "parse",
+    "parse_deadline",
+    "preset_names",
+    "read_source",
+    "validate_with_probe",
+]
 
 
 @dataclass
@@ -75,9 +126,38 @@ class Experiment:
     text: str  # the TOML as given
     series: list[dict[str, Any]]
     defaults: dict[str, Any]
+    catalog: Catalog | None = None  # what the probe accepts (parse() sets it)
+    # case index -> (key, --load spec) of its loads: which key a refused spec came from
+    load_keys: dict[int, list[tuple[str, str]]] = field(default_factory=dict, repr=False)
     scale: float = 1.0
-    cases: list[Case] = field(default_factory=list)
+    cases: list[CaseRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+
+def case_keys(catalog: Catalog) -> dict[str, list[CaseKey]]:
+    """Every case key -> its declarations: the host's, or one per meter declaring the
+    option (the same option name may, in principle, differ in type between meters)."""
+    keys: dict[str, list[CaseKey]] = {name: [k] for name, k in HOST_KEYS.items()}
+    for o in [*catalog.common_options, *(o for m in catalog.meters for o in m.options)]:
+        if o.name in HOST_OPTIONS or o.key in HOST_KEYS:
+            continue
+        k = CaseKey(o.key, _OPTION_KINDS.get(o.type, "str"), o.help, o.name)
+        if k not in keys.setdefault(o.key, []):
+            keys[o.key].append(k)
+    return keys
+
+
+def _meter_key(catalog: Catalog, meter: str, name: str) -> CaseKey | None:
+    """The declaration of case key NAME for METER; None when METER has no such option."""
+    if name in HOST_KEYS:
+        return HOST_KEYS[name]
+    o = next((o for o in catalog.options(meter) if o.key == name), None)
+    if o is None or o.name in HOST_OPTIONS:
+        return None
+    return CaseKey(o.key, _OPTION_KINDS.get(o.type, "str"), o.help, o.name)
+
+
+# --- reading the file --------------------------------------------------------------------
 
 
 def preset_names() -> list[str]:
@@ -85,107 +165,246 @@ def preset_names() -> list[str]:
     return sorted(p.name.removesuffix(".toml") for p in files if p.name.endswith(".toml"))
 
 
+def _decode(data: bytes, label: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(
+            f"{label}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})"
+        ) from None
+
+
+def _read_file(spec: str) -> str:
+    """The text of the regular file SPEC; never blocks on a FIFO or reads a directory."""
+    try:
+        fd = os.open(spec, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError) as e:
+        reason = e.strerror if isinstance(e, OSError) else str(e)
+        raise UserError(f"{one_line(spec)}: cannot read ({reason})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError(f"{one_line(spec)}: not a regular file")
+        if st.st_size > MAX_FILE_BYTES:
+            raise UserError(f"{one_line(spec)}: too large for an experiment file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise UserError(f"{one_line(spec)}: too large for an experiment file")
+    except OSError as e:
+        raise UserError(f"{one_line(spec)}: cannot read ({e.strerror})") from None
+    finally:
+        os.close(fd)
+    return _decode(data, one_line(spec))
+
+
 def read_source(spec: str) -> tuple[str, str]:
     """(source label, TOML text) for a preset name or a file path."""
-    path = Path(spec)
-    if path.suffix == ".toml" or path.exists():
-        try:
-            return str(path), path.read_text()
-        except OSError as e:
-            raise UserError(f"{spec}: cannot read ({e.strerror})") from e
+    try:
+        is_file = spec.endswith(".toml") or os.path.lexists(spec)
+    except ValueError:  # a NUL in the name: no such file, nor preset
+        is_file = False
+    if is_file:
+        return spec, _read_file(spec)
     if spec in preset_names():
-        return spec, resources.files(PRESETS_PACKAGE).joinpath(f"{spec}.toml").read_text()
-    raise UserError(f'"{spec}": no such preset or file (presets: {", ".join(preset_names())})')
+        data = resources.files(PRESETS_PACKAGE).joinpath(f"{spec}.toml").read_bytes()
+        return spec, _decode(data, spec)
+    raise UserError(
+        f'"{one_line(spec)}": no such preset or file (presets: {", ".join(preset_names())})'
+    )
 
 
-def _check_keys(where: str, table: dict, allowed: set[str] | dict) -> None:
+# --- checking ----------------------------------------------------------------------------
+
+
+def _check_keys(
+    where: str, table: dict, allowed: Iterable[str], aliases: dict[str, list[str]] | None = None
+) -> None:
+    """Every key of TABLE must be ALLOWED; the message suggests the key meant."""
+    allowed = sorted(allowed)
     for key in table:
         if key not in allowed:
-            close = [
+            close = [a for a in (aliases or {}).get(key, [])] or [
                 k
                 for k in allowed
-                if k.replace("_", "") == key.replace("_", "") or k.startswith(key[:3])
+                if k.replace("_", "") == key.replace("_", "") or (key[:3] and k.startswith(key[:3]))
             ]
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise UserError(f"{where}: unknown key '{key}'{hint}")
+            raise UserError(f"{where}: unknown key {q(key)}{hint}")
 
 
-def _check_value(where: str, key: str, value: Any) -> None:
-    types = CASE_KEYS[key][0]
-    if isinstance(value, bool) and bool not in types:
-        raise UserError(f"{where}: '{key}' must be {' or '.join(t.__name__ for t in types)}")
-    if not isinstance(value, types):
-        raise UserError(
-            f"{where}: '{key}' must be {' or '.join(t.__name__ for t in types)}, "
-            f"not {type(value).__name__}"
-        )
-    if key in ("loads", "probe_args") and not all(isinstance(v, str) for v in value):
-        raise UserError(f"{where}: '{key}' must be a list of strings")
-    if key in ("forkcopy", "loops", "threads") and value < (0 if key == "forkcopy" else 1):
-        raise UserError(f"{where}: '{key}' must be {'>= 0' if key == 'forkcopy' else '>= 1'}")
-    if key in ("interval", "distance", "duration", "settle"):
+def _table(where: str, value: Any, what: str) -> dict:
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: {what} must be a table, not {_type(value)}")
+    return value
+
+
+def _type(value: Any) -> str:
+    return {list: "array", dict: "table"}.get(type(value), type(value).__name__)
+
+
+def _value_error(k: CaseKey, value: Any, catalog: Catalog) -> str | None:
+    """Why VALUE does not fit key K, or None."""
+    types, what = _KINDS[k.kind]
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        return f"must be {what}, not {_type(value)}"
+    if isinstance(value, str) and not value and k.kind != "load":
+        return "must not be empty"
+    if k.kind == "count" and value < 0:
+        return "must be >= 0"
+    if k.kind == "strings":
+        if not all(isinstance(v, str) for v in value):
+            return "must be a list of strings"
+        if k.name == "loads" and not all(value):
+            return "must be a list of non-empty strings"
+    if k.kind == "meter" and value not in catalog.meter_names:
+        return f"must be one of {', '.join(catalog.meter_names)}, not {q(value)}"
+    if k.kind == "duration":
         try:
-            parse_duration_ns(value)
+            ns = parse_duration_ns(value)
         except UserError as e:
-            raise UserError(f"{where}: '{key}': {e}") from None
+            return one_line(str(e))
+        if ns > INT64[1]:
+            return f"{q(value)} is too long (the probe counts in 64-bit ns)"
+    return None
 
 
-def parse(text: str, source: str) -> Experiment:
+def _check_value(where: str, decls: list[CaseKey], value: Any, catalog: Catalog) -> None:
+    """VALUE must fit one of the declarations of its key."""
+    errors = [_value_error(k, value, catalog) for k in decls]
+    if None not in errors:
+        raise UserError(f"{where}: {q(decls[0].name)} {errors[0]}")
+
+
+def _check_scalars(source: str, data: dict) -> None:
+    """No NUL in any string (it could not be passed as a process argument) and only the
+    64-bit integers TOML promises (bigger ones would overflow on their way)."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            items: Iterable[tuple[Any, Any]] = value.items()
+        elif isinstance(value, list):
+            items = enumerate(value)
+        else:
+            continue
+        for k, v in items:
+            if isinstance(k, str) and "\0" in k:
+                raise UserError(f"{source}: key {q(k)} contains a NUL character")
+            sub = f"{path}[{k}]" if isinstance(k, int) else f"{path}.{k}" if path else k
+            if isinstance(v, str) and "\0" in v:
+                raise UserError(f"{source}: {q(sub)} contains a NUL character")
+            if isinstance(v, int) and not isinstance(v, bool) and not INT64[0] <= v <= INT64[1]:
+                raise UserError(f"{source}: {q(sub)} is beyond the 64-bit integers of TOML")
+            stack.append((sub, v))
+
+
+def parse_deadline(value: Any, where: str) -> int:
+    """A latency deadline: a duration string, > 0 and at most one hour; in ns."""
+    if not isinstance(value, str):
+        raise UserError(f'{where} must be a duration string such as "100us", not {_type(value)}')
     try:
-        data = tomllib.loads(text)
+        ns = parse_duration_ns(value)
+    except UserError as e:
+        raise UserError(f"{where}: {e}") from None
+    if not 0 < ns <= MAX_DEADLINE_NS:
+        raise UserError(f"{where} must be > 0 and at most 1h, not {q(value)}")
+    return ns
+
+
+def _loads_toml(text: str, source: str) -> dict:
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise UserError(f"{source}: not valid TOML ({e})") from None
+        raise UserError(f"{source}: not valid TOML ({one_line(str(e))})") from None
+    except RecursionError:
+        raise UserError(f"{source}: not valid TOML (nested too deeply)") from None
+    except ValueError as e:  # an integer of more digits than Python converts
+        raise UserError(f"{source}: not valid TOML ({one_line(str(e)).split(':')[0]})") from None
+
+
+def parse(text: str, source: str, catalog: Catalog | None = None) -> Experiment:
+    """Read and check an experiment file. CATALOG says what the probe accepts (default:
+    the installed probe's)."""
+    data = _loads_toml(text, source)
+    _check_scalars(source, data)
     _check_keys(source, data, SECTION_KEYS)
-    head = data.get("experiment", {})
+    head = _table(source, data.get("experiment", {}), "[experiment]")
     _check_keys(f"{source}: [experiment]", head, EXPERIMENT_KEYS)
-    defaults = data.get("defaults", {})
-    _check_keys(f"{source}: [defaults]", defaults, CASE_KEYS)
-    for key, value in defaults.items():
-        _check_value(f"{source}: [defaults]", key, value)
+    for key in ("name", "description"):
+        if not isinstance(head.get(key, ""), str):
+            raise UserError(f"{source}: [experiment] '{key}' must be str")
+    defaults = _table(source, data.get("defaults", {}), "[defaults]")
     series = data.get("series")
     if not isinstance(series, list) or not series:
         raise UserError(f"{source}: needs at least one [[series]]")
-    names = set()
+    catalog = catalog or probe_catalog()
+    keys = case_keys(catalog)
+    aliases = {
+        a.replace("-", "_"): [o.key]
+        for o in [*catalog.common_options, *(o for m in catalog.meters for o in m.options)]
+        for a in o.aliases
+    }
+    _check_keys(f"{source}: [defaults]", defaults, keys, aliases)
+    for key, value in defaults.items():
+        _check_value(f"{source}: [defaults]", keys[key], value, catalog)
+    names, ncases = set(), 0
     for i, s in enumerate(series):
         where = f"{source}: series[{i}]"
-        _check_keys(where, s, CASE_KEYS.keys() | SERIES_KEYS)
+        s = _table(where, s, "each series ([[series]])")
+        _check_keys(where, s, keys.keys() | SERIES_KEYS, aliases)
         name = s.get("name")
         if not isinstance(name, str) or not name:
             raise UserError(f"{where}: 'name' (a non-empty string) is required")
         if name in names:
-            raise UserError(f"{where}: series name '{name}' is used twice")
+            raise UserError(f"{where}: series name {q(name)} is used twice")
         names.add(name)
-        where = f"{source}: series '{name}'"
+        where = f"{source}: series {q(name)}"
+        if not isinstance(s.get("description", ""), str):
+            raise UserError(f"{where}: 'description' must be str")
         for key, value in s.items():
-            if key in CASE_KEYS:
-                _check_value(where, key, value)
+            if key in keys:
+                _check_value(where, keys[key], value, catalog)
         sweep = s.get("sweep", {})
         if not isinstance(sweep, dict):
             raise UserError(f"{where}: 'sweep' must be a table of key = [values]")
-        _check_keys(f"{where} sweep", sweep, CASE_KEYS)
+        _check_keys(f"{where} sweep", sweep, keys, aliases)
         for key, values in sweep.items():
             if not isinstance(values, list) or not values:
-                raise UserError(f"{where}: sweep '{key}' must be a non-empty list")
+                raise UserError(f"{where}: sweep {q(key)} must be a non-empty list")
             for v in values:
-                _check_value(f"{where} sweep", key, v)
+                _check_value(f"{where} sweep", keys[key], v, catalog)
+        ncases += math.prod(len(v) for v in sweep.values())
+        if ncases > MAX_CASES:
+            raise UserError(f"{where}: more than {MAX_CASES} cases in the experiment")
     deadline = head.get("deadline")
     return Experiment(
-        name=str(head.get("name") or Path(source).stem),
-        description=str(head.get("description", "")),
-        deadline_ns=parse_duration_ns(deadline) if deadline else None,
+        name=head.get("name") or Path(source).stem,
+        description=head.get("description", ""),
+        deadline_ns=(
+            None
+            if deadline is None
+            else parse_deadline(deadline, f"{source}: [experiment] 'deadline'")
+        ),
         source=source,
         text=text,
         series=series,
         defaults=defaults,
+        catalog=catalog,
     )
+
+
+# --- expanding into cases ----------------------------------------------------------------
 
 
 def _label(swept: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in swept.items())
 
 
-def _scale_duration(text: str, scale: float) -> str:
-    return f"{max(1, round(parse_duration_ns(text) * scale))}ns"
+def _scaled(value: int, scale: float) -> int:
+    """VALUE * SCALE rounded, exactly (no float overflow), at least 1 when VALUE was."""
+    n = round(Fraction(value) * Fraction(scale))
+    return max(1, n) if value >= 1 else n
 
 
 def _resolve_cpus(value: Any, root: SysRoot, notes: list[str]) -> tuple[str | None, bool]:
@@ -207,32 +426,21 @@ def _resolve_cpus(value: Any, root: SysRoot, notes: list[str]) -> tuple[str | No
 
 
 def _probe_args(
-    p: dict[str, Any], cpus: str | None, kernel_isolated: bool, online: list[int]
+    catalog: Catalog, p: dict[str, Any], cpus: str | None, loads: list[tuple[str, str]]
 ) -> list[str]:
-    args = [p.get("meter", "wakeup")]
-    for key in (
-        "policy",
-        "threads",
-        "main_cpus",
-        "interval",
-        "distance",
-        "loops",
-        "duration",
-        "settle",
-        "dma_latency",
-    ):
-        if key in p and not (key == "threads" and cpus):
-            args += [CASE_KEYS[key][1], str(p[key])]
-    if cpus:
-        args += ["--cpus", cpus]
-    load_cpus = ""
-    if p.get("isolate_loads") and cpus and not kernel_isolated:
-        rest = sorted(set(online) - set(parse_cpulist(cpus)))
-        load_cpus = f"@{format_cpulist(rest)}" if rest else ""
-    if p.get("forkcopy"):
-        args += ["--load", f"forkcopy:{p['forkcopy']}:{p.get('forkcopy_size', '1M')}{load_cpus}"]
-    for spec in _load_specs(p):
-        args += ["--load", _pin_load(spec, load_cpus)]
+    """METER, its options from the case keys (common ones first), loads, probe_args."""
+    meter = p.get("meter", DEFAULT_METER)
+    m = catalog.meter(meter)
+    args = [meter]
+    for o in (*catalog.common_options, *(m.options if m else ())):
+        if o.name in HOST_OPTIONS:
+            continue
+        value = cpus if o.key == "cpus" else p.get(o.key)
+        if value is None or value is False or (o.key == "threads" and cpus):
+            continue
+        args += [f"--{o.name}"] if value is True else [f"--{o.name}", str(value)]
+    for _, spec in loads:
+        args += ["--load", spec]
     if p.get("mlock") is False:
         args.append("--no-mlock")
     args += p.get("probe_args", [])
@@ -249,6 +457,36 @@ def _load_specs(p: dict[str, Any]) -> list[str]:
     return ([one] if one not in ("", "none") else []) + list(p.get("loads", []))
 
 
+def _loads(
+    p: dict[str, Any], cpus: str | None, kernel_isolated: bool, online: list[int]
+) -> list[tuple[str, str]]:
+    """(key, --load spec) of every load the case keys give, in order."""
+    load_cpus = ""
+    measuring = _small_cpulist(cpus) if p.get("isolate_loads") and not kernel_isolated else None
+    if measuring:  # (a bad list is the probe's to refuse, as --cpus)
+        rest = sorted(set(online) - set(measuring))
+        load_cpus = f"@{format_cpulist(rest)}" if rest else ""
+    out = []
+    if p.get("forkcopy"):
+        out.append(("forkcopy", f"forkcopy:{p['forkcopy']}:{p.get('forkcopy_size', '1M')}"))
+    if p.get("load", "") not in ("", "none"):
+        out.append(("load", p["load"]))
+    out += [("loads", spec) for spec in p.get("loads", [])]
+    return [(key, _pin_load(spec, load_cpus)) for key, spec in out]
+
+
+def _small_cpulist(text: str | None) -> list[int] | None:
+    """The CPUs of TEXT, or None when it is no CPU list or names absurd CPU numbers."""
+    if not text or not re.fullmatch(r"[0-9,:-]+", text):
+        return None
+    if any(len(n.lstrip("0")) > 5 for n in re.findall(r"[0-9]+", text)):
+        return None
+    try:
+        return parse_cpulist(text)
+    except UserError:
+        return None
+
+
 def _pin_load(spec: str, load_cpus: str) -> str:
     """SPEC kept on LOAD_CPUS ("@1-3") unless it names its own CPUs."""
     if not load_cpus or "@" in spec:
@@ -261,75 +499,82 @@ def _expected_seconds(p: dict[str, Any]) -> float:
     settle = (
         parse_duration_ns(p["settle"])
         if "settle" in p
-        else (1e9 if p.get("forkcopy") or _load_specs(p) else 0)
+        else (10**9 if p.get("forkcopy") or _load_specs(p) else 0)
     )
     if "duration" in p:
         run = parse_duration_ns(p["duration"])
     else:
         run = p.get("loops", 1000) * parse_duration_ns(p.get("interval", "1ms"))
-    return (settle + run) / 1e9
+    return min(settle + run, 10**30) / 1e9  # absurd sizes are the probe's to refuse
 
 
 def expand(exp: Experiment, scale: float = 1.0, root: SysRoot = LIVE_ROOT) -> Experiment:
-    """Fill exp.cases: the product of every series' sweep, scaled, CPUs resolved."""
-    if not scale > 0:
-        raise UserError(f"--scale must be > 0, not {scale}")
-    exp.scale, exp.cases, exp.notes = scale, [], []
+    """Fill exp.cases: the product of every series' sweep, scaled, CPUs resolved; each
+    case's keys checked against its meter."""
+    if (
+        isinstance(scale, bool)
+        or not isinstance(scale, int | float)
+        or not math.isfinite(scale)
+        or not scale > 0
+    ):
+        raise UserError(f"--scale must be a finite number > 0, not {scale}")
+    catalog = exp.catalog or probe_catalog()
+    exp.catalog = catalog
+    exp.scale, exp.cases, exp.notes, exp.load_keys = scale, [], [], {}
     online = parse_cpulist(root.read("sys/devices/system/cpu/online") or "0")
     for s in exp.series:
-        fixed = {**exp.defaults, **{k: v for k, v in s.items() if k in CASE_KEYS}}
+        fixed = {**exp.defaults, **{k: v for k, v in s.items() if k not in SERIES_KEYS}}
         sweep = s.get("sweep", {})
         for combo in itertools.product(*sweep.values()):
             swept = dict(zip(sweep.keys(), combo, strict=True))
             p = {**fixed, **swept}
-            if "loops" in p:
-                p["loops"] = max(1, round(p["loops"] * scale))
-            if "duration" in p:
-                p["duration"] = _scale_duration(p["duration"], scale)
-            cpus, kernel_isolated = _resolve_cpus(p.get("cpus"), root, exp.notes)
-            p["cpus_resolved"] = cpus
-            case = Case(
+            case = CaseRecord(
                 index=len(exp.cases),
                 series=s["name"],
                 name=_label(swept) or s["name"],
                 swept=swept,
                 params=p,
             )
-            case.args = _probe_args(p, cpus, kernel_isolated, online)
+            _check_case(exp, case, catalog)
+            if isinstance(p.get("loops"), int):
+                p["loops"] = _scaled(p["loops"], scale)
+            if "duration" in p:
+                p["duration"] = f"{_scaled(parse_duration_ns(p['duration']), scale)}ns"
+            cpus, kernel_isolated = _resolve_cpus(p.get("cpus"), root, exp.notes)
+            p["cpus_resolved"] = cpus
+            loads = _loads(p, cpus, kernel_isolated, online)
+            exp.load_keys[case.index] = loads
+            case.args = _probe_args(catalog, p, cpus, loads)
             case.expected_s = _expected_seconds(p)
             exp.cases.append(case)
     return exp
 
 
-_OPTION = re.compile(r"(--[a-z-]+)")
+def _check_case(exp: Experiment, case: CaseRecord, catalog: Catalog) -> None:
+    """Every key of the case must be one its meter accepts; probe_args only its options."""
+    p = case.params
+    meter = p.get("meter", DEFAULT_METER)
+    if catalog.meter(meter) is None:
+        raise UserError(
+            f"{case_where(exp, case)} key 'meter': must be one of "
+            f"{', '.join(catalog.meter_names)}, not {q(meter)}"
+        )
+    for key, value in p.items():
+        k = _meter_key(catalog, meter, key)
+        if k is None:
+            raise UserError(
+                f"{case_where(exp, case)} key {q(key)}: not an option of meter {q(meter)}"
+            )
+        why = _value_error(k, value, catalog)
+        if why:
+            raise UserError(f"{case_where(exp, case)} key {q(key)}: {why}")
+    why = check_probe_args(catalog, meter, p.get("probe_args", []))
+    if why:
+        raise UserError(f"{case_where(exp, case)} key 'probe_args': {why}")
 
 
-def validate_with_probe(exp: Experiment, check) -> None:
-    """Ask the probe to check every distinct case; the first refusal is a UserError."""
-    seen: set[tuple[str, ...]] = set()
-    for case in exp.cases:
-        key = tuple(case.args)
-        if key in seen:
-            continue
-        seen.add(key)
-        reason = check(case.args)
-        if reason:
-            m = _OPTION.search(reason)
-            option = m.group(1) if m else None
-            keys = [k for k, v in CASE_KEYS.items() if v[1] == option]
-            if option == "--load":
-                one = case.params.get("load", "")
-                keys = [
-                    "forkcopy"
-                    if case.params.get("forkcopy") and '"forkcopy:' in reason
-                    else "load"
-                    if one not in ("", "none") and f'"{one.split("@")[0].split(",")[0]}' in reason
-                    else "loads"
-                ]
-            named = f" key '{keys[0]}'" if keys else ""
-            raise UserError(f"{exp.source}: series '{case.series}' ({case.name}){named}: {reason}")
-
-
-def load_experiment(spec: str, scale: float = 1.0, root: SysRoot = LIVE_ROOT) -> Experiment:
+def load_experiment(
+    spec: str, scale: float = 1.0, root: SysRoot = LIVE_ROOT, catalog: Catalog | None = None
+) -> Experiment:
     source, text = read_source(spec)
-    return expand(parse(text, source), scale, root)
+    return expand(parse(text, source, catalog), scale, root)

@@ -1,8 +1,10 @@
-"""Find the rtlab-probe binary, check arguments with it, run it, read its documents."""
+"""Find the rtlab-probe binary, ask it what it accepts, check arguments with it, run it,
+read its documents."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import shutil
@@ -12,13 +14,20 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from rtlab.errors import UnsupportedError, UserError
+from rtlab.errors import InternalError, UnsupportedError, UserError
+from rtlab.resultdoc import check_document
 
-RESULT_SCHEMA = 1
+#: Version of the probe's result document. 2: `threshold` became `deadline`
+#: (params.threshold_ns -> params.deadline_ns, threshold_exceeded -> deadline_exceeded).
+RESULT_SCHEMA = 2
 
 # Probe exit codes (docs/result-format.md, README).
-EXIT_OK, EXIT_THRESHOLD, EXIT_USAGE, EXIT_UNSUPPORTED = 0, 1, 2, 3
+EXIT_OK, EXIT_THRESHOLD, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_INTERNAL = 0, 1, 2, 3, 4
+
+#: Option types of `rtlab-probe list --json`.
+OPTION_TYPES = ("flag", "int", "duration", "cpulist", "policy", "string", "load")
 
 
 def find_probe() -> Path:
@@ -38,15 +47,218 @@ def find_probe() -> Path:
     raise UserError("rtlab-probe not found: install the package (pip install .) or set RTLAB_PROBE")
 
 
-def check_args(args: list[str], probe: Path | None = None) -> str | None:
-    """Validate probe arguments without measuring; the probe's one-line reason, or None."""
-    cp = subprocess.run(
-        [str(probe or find_probe()), *args, "--check"], capture_output=True, text=True, timeout=30
-    )
-    if cp.returncode == EXIT_OK:
+# --- what the probe accepts: `rtlab-probe list --json` ---------------------------------
+
+
+@dataclass(frozen=True)
+class ProbeOption:
+    """One option of the probe ("--dma-latency DUR"), as the probe describes it."""
+
+    name: str  # canonical, without "--": "dma-latency"
+    type: str  # one of OPTION_TYPES
+    metavar: str | None = None
+    help: str = ""
+    min: int | None = None  # int: the value; duration: ns
+    max: int | None = None
+    step: int | None = None  # the value must be a multiple of it (ns for durations)
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """The experiment key of this option: "dma_latency"."""
+        return self.name.replace("-", "_")
+
+    @property
+    def takes_value(self) -> bool:
+        return self.type != "flag"
+
+
+@dataclass(frozen=True)
+class ProbeMeter:
+    name: str
+    summary: str
+    options: tuple[ProbeOption, ...]
+
+
+@dataclass(frozen=True)
+class LoadKind:
+    name: str
+    syntax: str  # "spin:PCT%[:PERIOD]"
+    summary: str
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The meters, options and load kinds one probe build accepts."""
+
+    version: str
+    common_options: tuple[ProbeOption, ...]
+    meters: tuple[ProbeMeter, ...]
+    loads: tuple[LoadKind, ...]
+    probe: Path | None = None  # the binary described; None when read from a file
+
+    def meter(self, name: str) -> ProbeMeter | None:
+        return next((m for m in self.meters if m.name == name), None)
+
+    @property
+    def meter_names(self) -> list[str]:
+        return [m.name for m in self.meters]
+
+    def options(self, meter: str) -> tuple[ProbeOption, ...]:
+        """The options METER accepts: its own, then the common ones."""
+        m = self.meter(meter)
+        return (m.options if m else ()) + self.common_options
+
+    def option(self, meter: str, word: str) -> ProbeOption | None:
+        """The option of METER named WORD ("interval", or an alias such as "threshold")."""
+        for o in self.options(meter):
+            if word == o.name or word in o.aliases:
+                return o
         return None
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str, probe: Path | None = None) -> Catalog:
+        """Read the document of `list --json`; UserError when it cannot describe options."""
+        if not isinstance(data, dict) or not isinstance(data.get("common_options"), list):
+            raise UserError(
+                f"{source}: this rtlab-probe is too old to describe its options "
+                "(no 'common_options' in `list --json`): rebuild and reinstall it"
+            )
+        try:
+            return cls(
+                version=str(data.get("version", "")),
+                common_options=tuple(_option(o) for o in data["common_options"]),
+                meters=tuple(
+                    ProbeMeter(
+                        str(m["name"]),
+                        str(m.get("summary", "")),
+                        tuple(_option(o) for o in m.get("options", [])),
+                    )
+                    for m in data["meters"]
+                ),
+                loads=tuple(
+                    LoadKind(str(k["name"]), str(k.get("syntax", "")), str(k.get("summary", "")))
+                    for k in data.get("loads", [])
+                ),
+                probe=probe,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise InternalError(f"{source}: malformed `list --json` ({e!r})") from None
+
+
+def _option(o: dict) -> ProbeOption:
+    kind = str(o["type"])  # a type newer than OPTION_TYPES: its values are taken as strings
+    lo, hi, step = ("min_ns", "max_ns", "step_ns") if kind == "duration" else ("min", "max", "step")
+    return ProbeOption(
+        name=str(o["name"]),
+        type=kind,
+        metavar=o.get("metavar"),
+        help=str(o.get("help", "")),
+        min=int(o[lo]) if o.get(lo) is not None else None,
+        max=int(o[hi]) if o.get(hi) is not None else None,
+        step=int(o[step]) if o.get(step) is not None else None,
+        aliases=tuple(str(a) for a in o.get("aliases", [])),
+    )
+
+
+# (path, mtime, size) -> Catalog: a rebuilt probe is asked again.
+_CATALOGS: dict[tuple[str, int, int], Catalog] = {}
+
+
+def probe_catalog(probe: Path | None = None) -> Catalog:
+    """What PROBE (default: find_probe()) accepts, from `rtlab-probe list --json`."""
+    path = Path(probe or find_probe())
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise UserError(f"{path}: cannot run the probe ({e.strerror})") from None
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    if key not in _CATALOGS:
+        try:
+            cp = subprocess.run(
+                [str(path), "list", "--json"], capture_output=True, text=True, timeout=30
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise UserError(f"{path}: cannot run the probe ({e})") from None
+        try:
+            data = json.loads(cp.stdout) if cp.returncode == EXIT_OK else None
+        except json.JSONDecodeError:
+            data = None
+        _CATALOGS[key] = Catalog.from_dict(data, str(path), probe=path)
+    return _CATALOGS[key]
+
+
+def load_catalog(path: Path) -> Catalog:
+    """A catalog saved from `rtlab-probe list --json` (tests, offline checks)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: cannot read a probe catalog ({e})") from None
+    return Catalog.from_dict(data, str(path))
+
+
+# --- checking arguments: `rtlab-probe ARGS --check` -----------------------------------
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the probe refused a set of arguments."""
+
+    message: str  # one line
+    option: str | None  # canonical option name ("interval", "load"), None when not one option
+    value: str | None  # the value as given
+    exit_code: int  # EXIT_USAGE, EXIT_UNSUPPORTED (e.g. a load's tool missing), ...
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _refusal(cp: subprocess.CompletedProcess) -> Refusal:
+    """The probe's JSON line on stdout, else its last stderr line."""
+    for line in reversed(cp.stdout.strip().splitlines()):
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("error"), str):
+            option, value = doc.get("option"), doc.get("value")
+            return Refusal(
+                one_line(doc["error"]),
+                option if isinstance(option, str) else None,
+                value if isinstance(value, str) else None,
+                cp.returncode,
+            )
+        break
     line = (cp.stderr.strip().splitlines() or [f"exit {cp.returncode}"])[-1]
-    return line.removeprefix("rtlab-probe ").split(": ", 1)[-1] if ": " in line else line
+    if line.startswith("rtlab-probe") and ": " in line:  # "rtlab-probe wakeup: --x: why"
+        line = line.split(": ", 1)[1]
+    return Refusal(one_line(line), None, None, cp.returncode)
+
+
+def check_args(args: list[str], probe: Path | None = None) -> Refusal | None:
+    """Validate probe arguments without measuring (loads' tools included): None when the
+    probe accepts them, else its refusal."""
+    try:
+        cp = subprocess.run(
+            [str(probe or find_probe()), *args, "--check"],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        raise InternalError("rtlab-probe --check did not answer within 60 s") from None
+    except OSError as e:
+        raise UserError(f"cannot run rtlab-probe ({e.strerror})") from None
+    return None if cp.returncode == EXIT_OK else _refusal(cp)
+
+
+def one_line(text: str) -> str:
+    """TEXT with control characters escaped, so that a message stays on one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+# --- result documents ------------------------------------------------------------------
 
 
 def migrate(doc: dict, source: str) -> dict:
@@ -56,22 +268,43 @@ def migrate(doc: dict, source: str) -> dict:
         raise UserError(f"{source}: not an rtlab result document (no integer 'schema')")
     if schema > RESULT_SCHEMA:
         raise UserError(f"{source}: schema {schema} is newer than this rtlab ({RESULT_SCHEMA})")
-    # schema 1 is the first; future steps go here: if schema == 1: doc = _v1_to_v2(doc) ...
+    if schema < 1:
+        raise UserError(f"{source}: unknown result schema {schema}")
+    if schema == 1:
+        doc = _v1_to_v2(doc)
     if not isinstance(doc.get("threads"), list):
         raise UserError(f"{source}: result document has no 'threads' list")
+    check_document(doc, source)
+    return doc
+
+
+def _v1_to_v2(doc: dict) -> dict:
+    """--threshold was renamed --deadline."""
+    doc = dict(doc, schema=2)
+    if "threshold_exceeded" in doc:
+        doc["deadline_exceeded"] = doc.pop("threshold_exceeded")
+    params = doc.get("params")
+    if isinstance(params, dict) and "threshold_ns" in params:
+        doc["params"] = {k: v for k, v in params.items() if k != "threshold_ns"}
+        doc["params"]["deadline_ns"] = params["threshold_ns"]
     return doc
 
 
 def load_document(path: Path) -> dict:
     try:
-        doc = json.loads(Path(path).read_text())
-    except FileNotFoundError as e:
-        raise UserError(f"{path}: no such file") from e
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: not valid JSON ({e})") from e
+        doc = json.loads(Path(path).read_bytes())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError
+        raise UserError(f"{path}: not valid JSON ({one_line(str(e))})") from None
     if not isinstance(doc, dict):
         raise UserError(f"{path}: not a JSON object")
     return migrate(doc, str(path))
+
+
+# --- running it ------------------------------------------------------------------------
 
 
 @dataclass
@@ -84,6 +317,28 @@ class ProbeOutcome:
 
 ProgressFn = Callable[[dict], None]
 
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_LIBC: ctypes.CDLL | None = None
+
+
+def _libc() -> ctypes.CDLL:
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
+
+
+def _die_with(parent: int) -> Callable[[], None]:
+    """preexec_fn: SIGTERM the child when its parent dies, even by SIGKILL."""
+    prctl = _libc().prctl  # looked up before fork: the child only calls it
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl: no signal will come
+            os._exit(EXIT_INTERNAL)
+
+    return preexec
+
 
 def _term_as_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
@@ -91,6 +346,11 @@ def _term_as_interrupt(signum, frame) -> None:
 
 def _lines(stream) -> Iterator[str]:
     yield from iter(stream.readline, "")
+
+
+def _last_line(stderr: str, default: str) -> str:
+    lines = stderr.strip().splitlines()
+    return one_line(lines[-1]) if lines else default
 
 
 def run_probe(
@@ -103,6 +363,9 @@ def run_probe(
 
     The probe runs in its own session so that a terminal's ^C reaches rtlab only;
     rtlab forwards SIGINT/SIGTERM, and the probe still writes an incomplete document.
+    If rtlab dies (even SIGKILLed) the probe gets SIGTERM, stops its loads and writes an
+    incomplete document. (PR_SET_PDEATHSIG follows the calling thread: call this from a
+    thread that outlives the run.)
     """
     cmd = [str(probe or find_probe()), *args, "--json", str(document), "--progress", "-", "--quiet"]
     interrupted = False
@@ -110,7 +373,13 @@ def run_probe(
     proc = None
     try:
         proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+            preexec_fn=_die_with(os.getpid()),
         )
         try:
             for line in _lines(proc.stdout):
@@ -133,7 +402,9 @@ def run_probe(
                 proc.kill()
                 proc.wait()
     if rc == EXIT_UNSUPPORTED:
-        raise UnsupportedError(stderr.strip().splitlines()[-1] if stderr.strip() else "exit 3")
+        raise UnsupportedError(_last_line(stderr, "exit 3"))
     if rc == EXIT_USAGE:
-        raise UserError(stderr.strip().splitlines()[-1] if stderr.strip() else "bad usage")
+        raise UserError(_last_line(stderr, "bad usage"))
+    if rc == EXIT_INTERNAL:
+        raise InternalError(_last_line(stderr, "rtlab-probe: internal error (exit 4)"))
     return ProbeOutcome(rc, document if document.exists() else None, stderr, interrupted)

@@ -101,16 +101,18 @@ class Manifest:
         for i, c in enumerate(cases):
             if c.index != i:
                 raise DamagedRecord(f"{where}: cases[{i}] has index {c.index}")
-        series = [_series(s, f"{where}: series[{i}]") for i, s in enumerate(d.get("series", list))]
+        series = [
+            _series(s, f"{where}: series[{i}]") for i, s in enumerate(d.opt("series", list) or [])
+        ]
         deadline = d.opt("deadline_ns", int)
         if deadline is not None and not 0 < deadline <= MAX_DEADLINE_NS:
             raise DamagedRecord(f"{where}: deadline_ns {deadline} is out of range")
-        scale = float(d.get("scale", (int, float)))
+        scale = float(d.opt("scale", (int, float)) or 1.0)
         if not (math.isfinite(scale) and scale > 0):
             raise DamagedRecord(f"{where}: scale {scale} is not a positive number")
         m = cls(
             id=exp_id or d.get("id", str),
-            name=d.get("name", str),
+            name=d.opt("name", str) or exp_id or "",
             description=d.opt("description", str) or "",
             source=d.opt("source", str) or "",
             scale=scale,
@@ -153,11 +155,9 @@ class _Fields:
 
     def _typed(self, key: str, value: Any, types: type | tuple[type, ...]) -> Any:
         types = types if isinstance(types, tuple) else (types,)
-        if isinstance(value, bool) and bool not in types or not isinstance(value, types):
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
             want = " or ".join(t.__name__ for t in types)
-            raise DamagedRecord(
-                f"{self.where}: '{key}' must be {want}, not {type(value).__name__}"
-            )
+            raise DamagedRecord(f"{self.where}: '{key}' must be {want}, not {type(value).__name__}")
         return value
 
 
@@ -201,9 +201,9 @@ def _dma_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
         args = case.get("args")
         if isinstance(args, list):
             for i, a in enumerate(args[:-1]):
-                if a == "--dma-latency" and isinstance(args[i + 1], str):
-                    if args[i + 1].isdigit():
-                        args[i + 1] += "us"
+                nxt = args[i + 1]
+                if a == "--dma-latency" and isinstance(nxt, str) and nxt.isdigit():
+                    args[i + 1] = nxt + "us"
     return data
 
 

@@ -1,61 +1,59 @@
-"""Statistics of stored experiments: the bridge between the store and rtlab.analysis."""
+"""Statistics of stored experiments: the one bridge between the store and rtlab.analysis.
+
+Every output that shows a case's statistics (show, compare, the report, the notebook API)
+gets them from `case_stats`, and every comparison from `compare_records`.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from rtlab.analysis import CaseStats, document_case_stats, resolve_raw_file
-from rtlab.store import CaseRecord, ExperimentRecord
-from rtlab.system._setup import SETUP_FACTS, setup_description, setup_names  # noqa: F401
-
-# Column order of every statistics table: key in CaseStats, header, is-a-duration.
-COLUMNS: list[tuple[str, str, bool]] = [
-    ("min", "min", True),
-    ("mean", "avg", True),
-    ("median", "median", True),
-    ("p99", "p99", True),
-    ("p999", "p99.9", True),
-    ("max", "max", True),
-    ("jitter", "jitter", True),
-    ("stddev", "stddev", True),
-    ("overruns", "overruns", False),
-    ("deadline_misses", "misses", False),
-]
+from rtlab.analysis import (
+    CaseStats,
+    Comparison,
+    Side,
+    Threshold,
+    compare_sides,
+    document_case_stats,
+    resolve_raw_file,
+)
+from rtlab.records import CaseRecord
+from rtlab.store import ExperimentRecord
+from rtlab.system._setup import setup_description, setup_names
 
 
-def row_label(case: CaseRecord) -> str:
-    """The swept value(s) that tell a case apart within its series."""
-    if len(case.swept) == 1:
-        return str(next(iter(case.swept.values())))
-    return case.name
+def effective_deadline(rec: ExperimentRecord, deadline_ns: int | None) -> int | None:
+    """The deadline given now, else the experiment's own."""
+    return deadline_ns if deadline_ns is not None else rec.deadline_ns
 
 
-def case_stats(rec: ExperimentRecord, case: CaseRecord, deadline_ns: int | None) -> CaseStats:
-    doc = rec.document(case)
-    return document_case_stats(doc, (rec.path / case.document).parent, deadline_ns=deadline_ns)
+def case_stats(
+    rec: ExperimentRecord,
+    case: CaseRecord,
+    deadline_ns: int | None,
+    doc: dict[str, Any] | None = None,
+) -> CaseStats:
+    doc = rec.document(case) if doc is None else doc
+    return document_case_stats(doc, rec.document_path(case).parent, deadline_ns=deadline_ns)
 
 
 def stats_rows(rec: ExperimentRecord, deadline_ns: int | None = None) -> list[dict[str, Any]]:
     """One row per finished case: series, case, swept values and the statistics."""
-    deadline = deadline_ns if deadline_ns is not None else rec.manifest.get("deadline_ns")
-    rows = []
-    for case in rec.cases:
-        if case.status != "done":
-            continue
-        stats = case_stats(rec, case, deadline)
-        rows.append(
-            {
-                "experiment": rec.id,
-                "series": case.series,
-                "case": case.name,
-                "label": row_label(case),
-                "swept": case.swept,
-                "index": case.index,
-                **stats.to_dict(),
-            }
-        )
-    return rows
+    deadline = effective_deadline(rec, deadline_ns)
+    return [
+        {
+            "experiment": rec.id,
+            "series": case.series,
+            "case": case.name,
+            "label": case.label,
+            "swept": case.swept,
+            "index": case.index,
+            **case_stats(rec, case, deadline).to_dict(),
+        }
+        for case in rec.done_cases
+    ]
 
 
 def by_series(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -69,18 +67,47 @@ def case_samples(rec: ExperimentRecord, case: CaseRecord):
     """Raw samples of a case, one memory-mapped array per thread, or None without raw capture."""
     from rtlab.rawfile import open_samples
 
-    base = (rec.path / case.document).parent
+    base = rec.document_path(case).parent
     paths = [resolve_raw_file(t, base) for t in rec.document(case)["threads"]]
     if not paths or None in paths:
         return None
     return [open_samples(p) for p in paths]
 
 
+def record_side(rec: ExperimentRecord, setup: str, deadline_ns: int | None) -> Side:
+    """REC as one side of a comparison."""
+    dl = effective_deadline(rec, deadline_ns)
+    cache: dict[int, CaseStats] = {}
+
+    def stats(case: CaseRecord) -> CaseStats:
+        if case.index not in cache:
+            cache[case.index] = case_stats(rec, case, dl)
+        return cache[case.index]
+
+    def samples(case: CaseRecord):
+        return case_samples(rec, case) if stats(case).exact else None
+
+    return Side(rec.id, setup, rec.done_cases, stats, samples)
+
+
+def compare_records(
+    recs: Sequence[ExperimentRecord],
+    deadline_ns: int | None = None,
+    thresholds: Sequence[Threshold] = (),
+) -> Comparison:
+    """RECS after the first against the first, case by case."""
+    labels = setup_labels(list(recs))
+    return compare_sides(
+        [record_side(r, label, deadline_ns) for r, label in zip(recs, labels, strict=True)],
+        thresholds,
+    )
+
+
 def setup_facts(rec: ExperimentRecord) -> dict[str, Any]:
     """The audit's facts (audit.json) when stored, else the fingerprint (system.json)."""
     try:
-        facts = json.loads((rec.path / "audit.json").read_text()).get("facts")
-    except (OSError, json.JSONDecodeError, AttributeError):
+        facts = json.loads((rec.path / "audit.json").read_bytes()).get("facts")
+    except (OSError, ValueError, AttributeError, RecursionError):
         facts = None
     return facts if isinstance(facts, dict) else rec.system()
 

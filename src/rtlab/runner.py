@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rtlab.errors import UserError
+from rtlab.errors import InternalError
 from rtlab.experiment import Experiment
 from rtlab.probe import run_probe
-from rtlab.store import CaseRecord, ExperimentRecord, Store, write_json_atomic
+from rtlab.records import CaseRecord, SeriesRecord, new_manifest
+from rtlab.store import ExperimentRecord, Store, read_record, write_json_atomic
 from rtlab.system import audit_system
 
 
@@ -35,33 +35,23 @@ class Display:
 def new_record(store: Store, exp: Experiment, raw: bool) -> ExperimentRecord:
     cases = []
     for c in exp.cases:
-        params = dict(c.params)
+        case = replace(c, params=dict(c.params), args=list(c.args))
         if raw:
-            params["raw"] = True
-        cases.append(
-            CaseRecord(
-                c.index, c.series, c.name, c.swept, params, c.args, expected_s=c.expected_s
-            ).to_dict()
-        )
-    manifest = {
-        "name": exp.name,
-        "description": exp.description,
-        "source": exp.source,
-        "scale": exp.scale,
-        "deadline_ns": exp.deadline_ns,
-        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "complete": False,
-        "notes": exp.notes,
-        "series": [
-            {
-                "name": s["name"],
-                "description": s.get("description", ""),
-                "swept": list(s.get("sweep", {}).keys()),
-            }
+            case.params["raw"] = True
+        cases.append(case)
+    manifest = new_manifest(
+        name=exp.name,
+        description=exp.description,
+        source=exp.source,
+        scale=exp.scale,
+        deadline_ns=exp.deadline_ns,
+        notes=exp.notes,
+        series=[
+            SeriesRecord(s["name"], s.get("description", ""), list(s.get("sweep", {})))
             for s in exp.series
         ],
-        "cases": cases,
-    }
+        cases=cases,
+    )
     system, audit = audit_system(deadline_ns=exp.deadline_ns)
     rec = store.create(manifest, exp.text, system)
     write_json_atomic(rec.path / "audit.json", audit)  # what `rtlab audit --json` prints
@@ -74,7 +64,7 @@ def _term_as_interrupt(signum, frame) -> None:
 
 def _discard(rec: ExperimentRecord, case: CaseRecord, status: str) -> None:
     """Forget a case that did not finish, so that --resume runs it again."""
-    for path in (rec.path / "cases").glob(f"{case.index:03d}.*"):
+    for path in (rec.path / "cases").glob(f"{case.slug}.*"):
         path.unlink()
     case.status, case.document = status, None
     rec.set_case(case)
@@ -84,17 +74,26 @@ def run_cases(
     store: Store, rec: ExperimentRecord, display: Display, probe_runner: Callable = run_probe
 ) -> RunResult:
     """Run every case not done yet. Stops at the first interruption (^C, SIGTERM), keeping
-    every case that finished."""
-    todo = [c for c in rec.cases if c.status != "done"]
+    every case that finished. Holds the experiment's lock: a second run of the same
+    experiment (two --resume at once) fails with a UserError naming the first."""
+    with store.lock(rec):
+        rec.manifest = read_record(rec.path).manifest  # as the previous holder left it
+        return _run_locked(store, rec, display, probe_runner)
+
+
+def _run_locked(
+    store: Store, rec: ExperimentRecord, display: Display, probe_runner: Callable
+) -> RunResult:
+    todo = [c for c in rec.cases if not c.done]
     display.start(rec, todo)
     ran, interrupted = 0, False
     previous = signal.signal(signal.SIGTERM, _term_as_interrupt)
     try:
         for case in todo:
-            doc = rec.path / "cases" / f"{case.index:03d}.json"
+            doc = rec.path / "cases" / f"{case.slug}.json"
             args = list(case.args)
             if case.params.get("raw"):
-                args += ["--raw", str(rec.path / "cases" / f"{case.index:03d}.raw")]
+                args += ["--raw", str(rec.path / "cases" / f"{case.slug}.raw")]
             display.case_start(case)
             try:
                 outcome = probe_runner(args, doc, lambda line, c=case: display.progress(c, line))
@@ -109,7 +108,7 @@ def run_cases(
                 _discard(rec, case, "failed")
                 display.case_done(case, None)
                 reason = outcome.stderr.strip() or "no document written"
-                raise UserError(f"case {case.index} ({case.name}) failed: {reason}")
+                raise InternalError(f"case {case.index} ({case.name}) failed: {reason}")
             case.status = "done"
             case.document = f"cases/{doc.name}"
             rec.set_case(case)

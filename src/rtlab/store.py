@@ -1,31 +1,57 @@
 """Results directory + SQLite index.
 
     results/<id>/experiment.toml   the experiment as given
-    results/<id>/experiment.json   manifest: cases, their parameters and status
+    results/<id>/experiment.json   manifest: cases, their parameters and status (records.py)
     results/<id>/system.json       the system fingerprint
     results/<id>/cases/NNN.json    one probe document per case (+ NNN.raw[.T] raw samples)
-    results/index.sqlite           experiments and cases, for list/compare
+    results/index.sqlite           one row per experiment, for `rtlab list`
 
-The directories are the record; the index is derived from them and rebuilt
-when missing or stale, so a results tree can be copied, archived and diffed.
+The directories are the record. The index is derived from them: `list` stats every
+experiment.json and parses only those whose size or mtime changed since it was indexed,
+so listing a thousand experiments does not read a thousand manifests. A damaged index is
+rebuilt; a damaged experiment is skipped with a warning (Store.warnings), never silently.
+An experiment's id is its directory's name, so a copied or renamed directory is listed
+and opened under its new name.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import os
 import re
+import shutil
 import sqlite3
 import time
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rtlab.errors import UserError
 from rtlab.probe import load_document
+from rtlab.records import CaseRecord, DamagedRecord, Manifest, SeriesRecord
 
-MANIFEST_SCHEMA = 1
+MANIFEST_FILE = "experiment.json"
 INDEX_NAME = "index.sqlite"
+LOCK_NAME = ".lock"
+#: Bumped when the index's table changes: an older index is rebuilt.
+INDEX_VERSION = 2
+#: Columns of `Store.listing` rows, in display order.
+LISTING_COLUMNS = (
+    "id",
+    "name",
+    "created_utc",
+    "complete",
+    "done",
+    "cases",
+    "hostname",
+    "kernel",
+    "preempt",
+    "source",
+)
 
 
 def _slug(text: str) -> str:
@@ -38,69 +64,87 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-@dataclass
-class CaseRecord:
-    index: int
-    series: str
-    name: str
-    swept: dict[str, Any]
-    params: dict[str, Any] = field(default_factory=dict)
-    args: list[str] = field(default_factory=list)
-    status: str = "pending"  # pending | done | interrupted | failed
-    document: str | None = None  # relative to the experiment directory
-    expected_s: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+def read_json(path: Path, what: str = "") -> Any:
+    """A JSON file that rtlab wrote; DamagedRecord when it is unreadable."""
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise DamagedRecord(f"{path}: unreadable {what}({e})".strip()) from None
 
 
 @dataclass
 class ExperimentRecord:
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
 
     @property
     def id(self) -> str:
-        return self.manifest["id"]
+        return self.path.name
 
     @property
     def name(self) -> str:
-        return self.manifest.get("name", self.id)
+        return self.manifest.name or self.id
 
     @property
     def complete(self) -> bool:
-        return bool(self.manifest.get("complete"))
+        return self.manifest.complete
+
+    @property
+    def deadline_ns(self) -> int | None:
+        return self.manifest.deadline_ns
 
     @property
     def cases(self) -> list[CaseRecord]:
-        return [
-            CaseRecord(**{k: v for k, v in c.items() if k in CaseRecord.__dataclass_fields__})
-            for c in self.manifest.get("cases", [])
-        ]
+        return self.manifest.cases
+
+    @property
+    def done_cases(self) -> list[CaseRecord]:
+        return [c for c in self.manifest.cases if c.done]
+
+    def series_record(self, name: str) -> SeriesRecord:
+        found = next((s for s in self.manifest.series if s.name == name), None)
+        return found or SeriesRecord(name, "", list(self._case_swept(name)))
+
+    def _case_swept(self, series: str) -> list[str]:
+        return next((list(c.swept) for c in self.cases if c.series == series), [])
 
     def system(self) -> dict[str, Any]:
         try:
-            return json.loads((self.path / "system.json").read_text())
-        except (OSError, json.JSONDecodeError):
+            data = json.loads((self.path / "system.json").read_bytes())
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
             return {}
+        return data if isinstance(data, dict) else {}
 
-    def document(self, case: CaseRecord) -> dict[str, Any]:
+    def document_path(self, case: CaseRecord) -> Path:
         if not case.document:
             raise UserError(f"{self.id}: case {case.index} ({case.name}) has no result yet")
-        return load_document(self.path / case.document)
+        return self.path / case.document
+
+    def document(self, case: CaseRecord) -> dict[str, Any]:
+        return load_document(self.document_path(case))
 
     def save(self) -> None:
-        write_json_atomic(self.path / "experiment.json", self.manifest)
+        self.manifest.id = self.id
+        write_json_atomic(self.path / MANIFEST_FILE, self.manifest.to_dict())
 
     def set_case(self, case: CaseRecord) -> None:
-        self.manifest["cases"][case.index] = case.to_dict()
-        self.manifest["complete"] = all(c["status"] == "done" for c in self.manifest["cases"])
+        self.manifest.cases[case.index] = case
+        self.manifest.refresh_complete()
         self.save()
+
+
+def read_record(path: Path) -> ExperimentRecord:
+    """The experiment in directory PATH; DamagedRecord naming the file and the field."""
+    f = path / MANIFEST_FILE
+    return ExperimentRecord(path, Manifest.from_dict(read_json(f), str(f), exp_id=path.name))
 
 
 class Store:
     def __init__(self, root: Path | str = "results") -> None:
         self.root = Path(root)
+        self.warnings: list[str] = []  # damaged experiments skipped, index rebuilt, ...
+        if self.root.exists() and not self.root.is_dir():
+            raise UserError(f"results directory {self.root}: not a directory")
 
     # -- experiments -------------------------------------------------------
     def new_id(self, name: str) -> str:
@@ -111,139 +155,228 @@ class Store:
             candidate = f"{base}-{n}"
         return candidate
 
+    def _make_root(self) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            probe = self.root / f".write-test.{os.getpid()}"
+            probe.touch()
+            probe.unlink()
+        except OSError as e:
+            raise UserError(f"results directory {self.root}: cannot write ({e.strerror})") from None
+
     def create(
         self,
-        manifest: dict[str, Any],
+        manifest: Manifest,
         toml_text: str,
         system: dict[str, Any],
+        documents: dict[int, dict[str, Any]] | None = None,
         exp_id: str | None = None,
     ) -> ExperimentRecord:
-        self.root.mkdir(parents=True, exist_ok=True)
-        exp_id = exp_id or self.new_id(manifest.get("name", "experiment"))
-        path = self.root / exp_id
-        (path / "cases").mkdir(parents=True)
-        manifest = {"schema": MANIFEST_SCHEMA, "id": exp_id, **manifest}
-        (path / "experiment.toml").write_text(toml_text)
-        write_json_atomic(path / "system.json", system)
-        rec = ExperimentRecord(path, manifest)
-        rec.save()
-        self.index(rec)
+        """Store a new experiment; DOCUMENTS (case index -> result document) mark those
+        cases done. The directory appears whole or not at all."""
+        self._make_root()
+        exp_id = exp_id or self.new_id(manifest.name or "experiment")
+        final = self.root / exp_id
+        tmp = self.root / f".new-{exp_id}.{os.getpid()}"
+        try:
+            (tmp / "cases").mkdir(parents=True)
+            (tmp / "experiment.toml").write_text(toml_text)
+            write_json_atomic(tmp / "system.json", system)
+            rec = ExperimentRecord(tmp, manifest)
+            for index, doc in (documents or {}).items():
+                case = manifest.cases[index]
+                write_json_atomic(tmp / "cases" / f"{case.slug}.json", doc)
+                case.status, case.document = "done", f"cases/{case.slug}.json"
+            manifest.refresh_complete()
+            manifest.id = exp_id
+            write_json_atomic(tmp / MANIFEST_FILE, manifest.to_dict())
+            os.rename(tmp, final)
+        except OSError as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise UserError(f"{final}: cannot store the experiment ({e.strerror})") from None
+        rec = ExperimentRecord(final, manifest)
+        with contextlib.suppress(UserError):
+            self.index(rec)
         return rec
 
-    def open(self, exp_id: str) -> ExperimentRecord:
-        path = Path(exp_id)
-        if not (path / "experiment.json").is_file():
-            path = self.root / exp_id
-        if not (path / "experiment.json").is_file():
-            matches = (
-                sorted(
-                    p.name
-                    for p in self.root.glob(f"{exp_id}*")
-                    if (p / "experiment.json").is_file()
-                )
-                if self.root.is_dir()
-                else []
-            )
-            if len(matches) == 1:
-                path = self.root / matches[0]
-            elif matches:
-                raise UserError(f'"{exp_id}" is ambiguous: {", ".join(matches[:5])}')
-            else:
-                raise UserError(f'no experiment "{exp_id}" in {self.root}/ (see rtlab list)')
-        try:
-            manifest = json.loads((path / "experiment.json").read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise UserError(f"{path}/experiment.json: unreadable ({e})") from None
-        if not isinstance(manifest, dict) or "id" not in manifest or "cases" not in manifest:
-            raise UserError(f"{path}/experiment.json: not an rtlab experiment manifest")
-        return ExperimentRecord(path, manifest)
-
-    def experiments(self) -> list[ExperimentRecord]:
+    def _names(self) -> list[str]:
+        """Directory names holding an experiment.json, sorted."""
         if not self.root.is_dir():
             return []
+        try:
+            entries = list(os.scandir(self.root))
+        except OSError as e:
+            raise UserError(f"results directory {self.root}: {e.strerror}") from None
+        return sorted(
+            e.name
+            for e in entries
+            if not e.name.startswith(".")
+            and e.is_dir()
+            and os.path.isfile(os.path.join(e.path, MANIFEST_FILE))
+        )
+
+    def open(self, exp_id: str) -> ExperimentRecord:
+        """An experiment by id, unique id prefix, or directory path."""
+        if not exp_id or "\0" in exp_id:
+            raise UserError("an experiment id must be a non-empty name")
+        path = Path(exp_id)
+        if (path / MANIFEST_FILE).is_file():
+            return read_record(path.resolve())
+        if "/" in exp_id or exp_id in (".", ".."):
+            raise UserError(f"{exp_id}: not an experiment directory (no {MANIFEST_FILE})")
+        names = self._names()
+        if exp_id in names:
+            return read_record(self.root / exp_id)
+        matches = [n for n in names if n.startswith(exp_id)]
+        if len(matches) == 1:
+            return read_record(self.root / matches[0])
+        if matches:
+            raise UserError(f'"{exp_id}" is ambiguous: {", ".join(matches[:5])}')
+        raise UserError(f'no experiment "{exp_id}" in {self.root}/ (see rtlab list)')
+
+    def experiments(self) -> list[ExperimentRecord]:
+        """Every readable experiment; damaged ones are skipped with a warning."""
         out = []
-        for p in sorted(self.root.iterdir()):
-            if (p / "experiment.json").is_file():
-                try:
-                    out.append(self.open(str(p)))
-                except UserError:
-                    continue  # a foreign or broken directory is not ours to list
+        for name in self._names():
+            try:
+                out.append(read_record(self.root / name))
+            except UserError as e:
+                self.warnings.append(f"skipped {self.root / name}: {e}")
         return out
 
+    @contextlib.contextmanager
+    def lock(self, rec: ExperimentRecord) -> Iterator[None]:
+        """Exclusive right to run REC's cases; a second holder gets a UserError naming
+        the first. Released when the process ends, however it ends."""
+        path = rec.path / LOCK_NAME
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise UserError(f"{path}: cannot lock the experiment ({e.strerror})") from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                raise UserError(
+                    f"{rec.id} is being run by process {holder}: wait for it or stop it"
+                ) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            yield
+        finally:
+            os.close(fd)
+
     # -- index ---------------------------------------------------------------
-    def _db(self) -> sqlite3.Connection:
-        self.root.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.root / INDEX_NAME)
-        db.executescript("""
-            CREATE TABLE IF NOT EXISTS experiments (
-                id TEXT PRIMARY KEY, name TEXT, created_utc TEXT, complete INTEGER,
-                hostname TEXT, kernel TEXT, preempt TEXT, source TEXT,
-                cases INTEGER, done INTEGER, path TEXT, mtime REAL);
-            CREATE TABLE IF NOT EXISTS cases (
-                experiment_id TEXT, idx INTEGER, series TEXT, name TEXT, swept TEXT,
-                status TEXT, document TEXT, PRIMARY KEY (experiment_id, idx));
-        """)
+    def _connect(self) -> sqlite3.Connection:
+        """The index, created or rebuilt as needed; in memory when the directory is
+        read-only (listing still works, nothing is written)."""
+        path = self.root / INDEX_NAME
+        for attempt in range(2):
+            db = None
+            try:
+                db = sqlite3.connect(path, timeout=5)
+                _init_index(db)
+                return db
+            except sqlite3.DatabaseError as e:
+                if db is not None:
+                    db.close()
+                if attempt or (isinstance(e, sqlite3.OperationalError) and _read_only(e)):
+                    break
+                self.warnings.append(f"{path}: damaged index rebuilt ({e})")
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        db = sqlite3.connect(":memory:")
+        _init_index(db)
         return db
 
     def index(self, rec: ExperimentRecord) -> None:
+        if not self.root.is_dir():
+            return
+        db = self._connect()
+        try:
+            with db:
+                self._upsert(db, rec, os.stat(rec.path / MANIFEST_FILE))
+        except (sqlite3.Error, OSError):
+            pass  # the index is derived: the next listing refreshes it
+        finally:
+            db.close()
+
+    def _upsert(self, db: sqlite3.Connection, rec: ExperimentRecord, st: os.stat_result) -> None:
         system = rec.system()
-        cases = rec.manifest.get("cases", [])
-        with self._db() as db:
-            db.execute("DELETE FROM cases WHERE experiment_id = ?", (rec.id,))
-            db.execute(
-                "INSERT OR REPLACE INTO experiments VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    rec.id,
-                    rec.name,
-                    rec.manifest.get("created_utc"),
-                    int(rec.complete),
-                    system.get("hostname"),
-                    system.get("kernel_release"),
-                    system.get("preempt_model"),
-                    rec.manifest.get("source"),
-                    len(cases),
-                    sum(c["status"] == "done" for c in cases),
-                    str(rec.path),
-                    (rec.path / "experiment.json").stat().st_mtime,
-                ),
-            )
-            db.executemany(
-                "INSERT INTO cases VALUES (?,?,?,?,?,?,?)",
-                [
-                    (
-                        rec.id,
-                        c["index"],
-                        c["series"],
-                        c["name"],
-                        json.dumps(c["swept"]),
-                        c["status"],
-                        c.get("document"),
-                    )
-                    for c in cases
-                ],
-            )
-        db.close()
+        m = rec.manifest
+
+        def text(key: str) -> str | None:
+            v = system.get(key)
+            return None if v is None else str(v)
+
+        db.execute(
+            "INSERT OR REPLACE INTO experiments VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                rec.id,
+                rec.name,
+                m.created_utc,
+                int(m.complete),
+                sum(c.done for c in m.cases),
+                len(m.cases),
+                text("hostname"),
+                text("kernel_release"),
+                text("preempt_model"),
+                m.source,
+                st.st_mtime_ns,
+                st.st_size,
+            ),
+        )
 
     def listing(self) -> list[dict[str, Any]]:
-        """Index rows, refreshed from the directories first (new, changed or removed ones)."""
-        recs = {r.id: r for r in self.experiments()}
-        db = self._db()
-        known = {row[0]: row[1] for row in db.execute("SELECT id, mtime FROM experiments")}
-        db.close()
-        for exp_id, rec in recs.items():
-            if known.get(exp_id) != (rec.path / "experiment.json").stat().st_mtime:
-                self.index(rec)
-        with self._db() as db:
-            for gone in set(known) - set(recs):
-                db.execute("DELETE FROM experiments WHERE id = ?", (gone,))
-                db.execute("DELETE FROM cases WHERE experiment_id = ?", (gone,))
-            db.row_factory = sqlite3.Row
-            rows = [
-                dict(r)
-                for r in db.execute(
-                    "SELECT id, name, created_utc, complete, hostname, kernel, preempt, source, "
-                    "cases, done FROM experiments ORDER BY created_utc, id"
-                )
-            ]
-        db.close()
-        return rows
+        """One row per experiment (see LISTING_COLUMNS), refreshed from the directories first:
+        only new or changed manifests are read."""
+        names = self._names()
+        if not names and not (self.root / INDEX_NAME).exists():
+            return []
+        db = self._connect()
+        try:
+            with db:
+                known = {
+                    r[0]: (r[1], r[2])
+                    for r in db.execute("SELECT id, mtime_ns, size FROM experiments")
+                }
+                for name in names:
+                    path = self.root / name
+                    try:
+                        st = os.stat(path / MANIFEST_FILE)
+                        if known.get(name) == (st.st_mtime_ns, st.st_size):
+                            continue
+                        self._upsert(db, read_record(path), st)
+                    except (UserError, OSError) as e:
+                        self.warnings.append(f"skipped {path}: {e}")
+                        db.execute("DELETE FROM experiments WHERE id = ?", (name,))
+                for gone in set(known) - set(names):
+                    db.execute("DELETE FROM experiments WHERE id = ?", (gone,))
+            rows = db.execute(
+                f"SELECT {', '.join(LISTING_COLUMNS)} FROM experiments ORDER BY created_utc, id"
+            ).fetchall()
+        finally:
+            db.close()
+        return [
+            {**dict(zip(LISTING_COLUMNS, r, strict=True)), "complete": bool(r[3])} for r in rows
+        ]
+
+
+def _init_index(db: sqlite3.Connection) -> None:
+    if db.execute("PRAGMA user_version").fetchone()[0] == INDEX_VERSION:
+        return
+    db.executescript(
+        "DROP TABLE IF EXISTS cases; DROP TABLE IF EXISTS experiments;"
+        "CREATE TABLE experiments (id TEXT PRIMARY KEY, name TEXT, created_utc TEXT,"
+        " complete INTEGER, done INTEGER, cases INTEGER, hostname TEXT, kernel TEXT,"
+        " preempt TEXT, source TEXT, mtime_ns INTEGER, size INTEGER);"
+        f"PRAGMA user_version = {INDEX_VERSION};"
+    )
+
+
+def _read_only(e: sqlite3.OperationalError) -> bool:
+    text = str(e).lower()
+    return "readonly" in text or "read-only" in text or "unable to open" in text

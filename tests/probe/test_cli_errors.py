@@ -27,8 +27,12 @@ BAD = [
     (["wakeup", "--threads", "0"], "--threads"),
     (["wakeup", "--loops", "0"], "--loops"),
     (["wakeup", "--duration", "10"], "--duration"),
-    (["wakeup", "--threshold", "0"], "--threshold"),
-    (["wakeup", "--dma-latency", "-5"], "--dma-latency"),
+    (["wakeup", "--deadline", "0"], "--deadline"),
+    (["wakeup", "--threshold", "0"], "--deadline"),  # an alias: named by its option
+    (["wakeup", "--dma-latency", "-5us"], "--dma-latency"),
+    (["wakeup", "--dma-latency", "10"], "--dma-latency"),  # no unit
+    (["wakeup", "--dma-latency", "1500ns"], "--dma-latency"),  # not whole us
+    (["wakeup", "--dma-latency", "2147483648us"], "--dma-latency"),
     (["wakeup", "--cpus", "0", "--threads", "2"], "--cpus"),
     (["wakeup", "--loops", "5", "--duration", "1s"], "--loops"),
     (["wakeup", "--quiet=yes"], "--quiet"),
@@ -42,11 +46,14 @@ BAD = [
     (["wakeup", "--load", f"forkcopy:1@{TOO_HIGH_CPU}"], f"forkcopy:1@{TOO_HIGH_CPU}"),
     (["wakeup", "--json", "/nonexistent-dir/x.json"], "--json"),
     (["wakeup", "--raw", "/nonexistent-dir/x.raw", "--loops", "5"], "--raw"),
+    (["wakeup", "--json", "/proc/rtlab-x"], "--json"),
+    (["wakeup", "--progress", "/nonexistent-dir/p.jsonl"], "--progress"),
     (["nosuchmeter"], "nosuchmeter"),
     (["load"], "load"),
     (["load", "bogus:1"], "bogus"),
     (["load", "forkcopy:1", "--duration", "0"], "--duration"),
     (["list", "--bogus"], "--bogus"),
+    (["list", "--json", "--bogus"], "--bogus"),
 ]
 
 
@@ -87,13 +94,14 @@ def test_help_lists_every_option(run_probe):
         "--raw",
         "--no-mlock",
         "--dma-latency",
-        "--threshold",
+        "--deadline",
         "--quiet",
         "--load",
         "--settle",
         "--json",
     ):
         assert opt in cp.stdout, opt
+    assert "--threshold" not in cp.stdout  # an alias of --deadline: accepted, not shown
 
 
 def test_version(run_probe):

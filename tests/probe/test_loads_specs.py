@@ -50,7 +50,12 @@ def test_bad_spec_is_one_line_naming_it(run_probe, spec):
         assert cp.returncode == 2, (args, cp.stderr)
         lines = cp.stderr.strip().splitlines()
         assert len(lines) == 1 and f'"{spec}"' in lines[0], cp.stderr
-        assert cp.stdout == ""
+        if "--check" in args:  # the same refusal, as facts
+            refusal = json.loads(cp.stdout)
+            assert (refusal["option"], refusal["value"]) == ("load", spec)
+            assert lines[0].endswith(refusal["error"])
+        else:
+            assert cp.stdout == ""
 
 
 def test_offline_cpu_message_names_the_cpu(run_probe):

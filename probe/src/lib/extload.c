@@ -71,19 +71,31 @@ static void exec_tool(char *const argv[])
 	_exit(127);
 }
 
-int extload_run_sync(char *const argv[])
+int extload_run_sync(char *const argv[], int64_t timeout_ns)
 {
-	int st;
-	pid_t pid = fork();
+	struct timespec nap = ns_to_ts(NSEC_PER_MSEC);
+	int64_t until = mono_now_ns() + timeout_ns;
+	int st, rc;
+	pid_t pid = fork(), r;
 
 	if (pid < 0)
 		return -errno;
-	if (pid == 0)
+	if (pid == 0) {
+		(void)setpgid(0, 0); /* its own group: whatever it forks is killed with it */
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 		exec_tool(argv);
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	}
+	(void)setpgid(pid, pid); /* also here: no race with the child's own call */
+	while ((r = waitpid(pid, &st, WNOHANG)) == 0 && mono_now_ns() < until)
+		(void)nanosleep(&nap, NULL);
+	if (r == pid)
+		rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	else
+		rc = r < 0 ? -errno : -ETIMEDOUT;
+	(void)kill(-pid, SIGKILL); /* nothing of a check may outlive it */
+	while ((r = waitpid(-pid, NULL, 0)) > 0 || (r < 0 && errno == EINTR))
+		; /* the tool itself when it timed out, and what it forked (we are a subreaper) */
+	return rc;
 }
 
 static pid_t guard_parent;                 /* the probe */

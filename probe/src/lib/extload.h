@@ -20,8 +20,11 @@ int extload_find(const char *tool, char *err, size_t errlen);
 /* Split ARGS (modified) at blanks, appending to ARGV at *ARGC; -E2BIG past MAX entries. */
 int extload_split(char *args, char **argv, int *argc, int max);
 
-/* Run ARGV to completion in the probe, output discarded; its exit status or -errno. */
-int extload_run_sync(char *const argv[]);
+/*
+ * Run ARGV in the probe, output discarded, for at most TIMEOUT_NS; then kill
+ * whatever is left of its process group. Its exit status, or -ETIMEDOUT, -errno.
+ */
+int extload_run_sync(char *const argv[], int64_t timeout_ns);
 
 /* In a worker: SIGTERM (a stop, or the probe's death) stops the tools and ends the worker. */
 void extload_guard(void);

@@ -23,16 +23,16 @@ struct load_params {
 #define LP(f) offsetof(struct load_params, f)
 
 static const struct opt_desc load_opts[] = {
-	{ "duration", OPT_DURATION, NSEC_PER_MSEC, 366 * 24 * 3600 * NSEC_PER_SEC, "DUR",
-	  "stop DUR after settling (default: run until SIGINT/SIGTERM)", LP(duration_ns),
-	  LP(duration_set) },
-	{ "settle", OPT_DURATION, 0, 3600 * NSEC_PER_SEC, "DUR",
-	  "wait DUR after starting the loads before recording activity (default 0)", LP(settle_ns),
-	  OPT_NO_SET },
-	{ "json", OPT_STRING, 0, 0, "FILE",
-	  "write what ran (work units per load, CPU busy %, switches/s) to FILE",
-	  LP(json_path), OPT_NO_SET },
-	{ "quiet", OPT_FLAG, 0, 0, NULL, "print nothing", LP(quiet), OPT_NO_SET },
+	OPT_DESC("duration", OPT_DURATION, NSEC_PER_MSEC, 366 * 24 * 3600 * NSEC_PER_SEC, "DUR",
+		 "stop DUR after settling (default: run until SIGINT/SIGTERM)", LP(duration_ns),
+		 LP(duration_set)),
+	OPT_DESC("settle", OPT_DURATION, 0, 3600 * NSEC_PER_SEC, "DUR",
+		 "wait DUR after starting the loads before recording activity (default 0)",
+		 LP(settle_ns), OPT_NO_SET),
+	OPT_DESC("json", OPT_STRING, 0, 0, "FILE",
+		 "write what ran (work units per load, CPU busy %, switches/s) to FILE",
+		 LP(json_path), OPT_NO_SET),
+	OPT_DESC("quiet", OPT_FLAG, 0, 0, NULL, "print nothing", LP(quiet), OPT_NO_SET),
 	OPT_END,
 };
 
@@ -81,6 +81,12 @@ static int write_json(const char *path, const struct load_group *g, const struct
 	return atomic_write(path, load_report_fill, &lr, NULL);
 }
 
+static int fail(int code, const char *msg)
+{
+	fprintf(stderr, "rtlab-probe load: %s\n", msg);
+	return code;
+}
+
 int run_loads_only(int argc, char **argv)
 {
 	static struct load_list list;
@@ -90,15 +96,13 @@ int run_loads_only(int argc, char **argv)
 	struct load_group g;
 	struct cpulist online;
 	const char *pos[LOAD_MAX_SPECS];
-	int npos = LOAD_MAX_SPECS, rc;
+	int npos = LOAD_MAX_SPECS, bad, rc;
 	char err[512];
 	sigset_t sigs;
 
-	if (cpulist_online(NULL, &online)) {
-		fprintf(stderr, "rtlab-probe load: cannot read the online CPUs\n");
-		return EXIT_INTERNAL;
-	}
-	rc = opts_parse(argc, argv, &t, 1, &online, pos, &npos, err, sizeof(err));
+	if (cpulist_online(NULL, &online))
+		return fail(EXIT_INTERNAL, "cannot read the online CPUs");
+	rc = opts_parse(argc, argv, &t, 1, &online, pos, &npos, NULL, err, sizeof(err));
 	if (rc == 1) {
 		load_usage(&t);
 		return EXIT_OK;
@@ -107,14 +111,18 @@ int run_loads_only(int argc, char **argv)
 		snprintf(err, sizeof(err), "no load given (e.g. forkcopy:4)"), rc = -EINVAL;
 	for (int i = 0; !rc && i < npos; i++)
 		rc = load_spec_parse(pos[i], &online, &list.spec[list.n++], err, sizeof(err));
-	if (rc) {
-		fprintf(stderr, "rtlab-probe load: %s\n", err);
-		return EXIT_USAGE;
+	if (!rc && p.json_path && (rc = atomic_check(p.json_path))) {
+		snprintf(err, sizeof(err), "--json: cannot write \"%.300s\" (%s)", p.json_path,
+			 strerror(-rc));
+		rc = -EINVAL; /* found before the loads run, not after */
 	}
-	if ((rc = load_group_start(&g, &list, err, sizeof(err)))) {
-		fprintf(stderr, "rtlab-probe load: %s\n", err);
-		return rc == -EINVAL ? EXIT_USAGE : EXIT_UNSUPPORTED;
-	}
+	if (rc)
+		return fail(EXIT_USAGE, err);
+	if ((rc = load_list_check(&list, &bad, err, sizeof(err))))
+		return fail(rc == -EINVAL ? EXIT_USAGE : EXIT_UNSUPPORTED, err);
+	/* Checked above: what is refused now is refused by this system. */
+	if ((rc = load_group_start(&g, &list, err, sizeof(err))))
+		return fail(rc == -ENOMEM ? EXIT_INTERNAL : EXIT_UNSUPPORTED, err);
 	if (!p.quiet)
 		fprintf(stderr, "rtlab-probe load: %d processes in group %d; stop with SIGINT/SIGTERM\n",
 			g.nworkers, (int)g.pgid);

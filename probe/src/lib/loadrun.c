@@ -235,20 +235,43 @@ static int wait_ready(struct load_group *g, const struct load_list *l, char *err
 	}
 }
 
-int load_group_start(struct load_group *g, const struct load_list *l, char *err, size_t errlen)
+static int total_procs(const struct load_list *l)
 {
-	int total = 0, rc;
-	pid_t self = getpid();
-	char kerr[300];
+	int total = 0;
 
-	memset(g, 0, sizeof(*g));
 	for (int i = 0; i < l->n; i++)
 		total += l->spec[i].nprocs;
-	if (total > LOAD_MAX_PROCS) {
-		snprintf(err, errlen, "--load: %d load processes in all, at most %d", total,
+	return total;
+}
+
+int load_list_check(const struct load_list *l, int *bad, char *err, size_t errlen)
+{
+	char kerr[300];
+	int rc;
+
+	*bad = -1;
+	if (total_procs(l) > LOAD_MAX_PROCS) {
+		snprintf(err, errlen, "--load: %d load processes in all, at most %d", total_procs(l),
 			 LOAD_MAX_PROCS);
 		return -EINVAL;
 	}
+	for (int i = 0; i < l->n; i++) {
+		if (l->spec[i].nprocs && l->spec[i].kind->prepare &&
+		    (rc = l->spec[i].kind->prepare(&l->spec[i], kerr, sizeof(kerr)))) {
+			snprintf(err, errlen, "load \"%s\": %s", l->spec[i].text, kerr);
+			*bad = i;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int load_group_start(struct load_group *g, const struct load_list *l, char *err, size_t errlen)
+{
+	int total = total_procs(l), rc;
+	pid_t self = getpid();
+
+	memset(g, 0, sizeof(*g));
 	if (total == 0)
 		return 0;
 	g->pids = calloc(total, sizeof(*g->pids));
@@ -261,15 +284,6 @@ int load_group_start(struct load_group *g, const struct load_list *l, char *err,
 		return -ENOMEM;
 	}
 	g->ready = (volatile int32_t *)(g->iters + total);
-	for (int i = 0; i < l->n; i++) {
-		int rc;
-
-		if (l->spec[i].nprocs && l->spec[i].kind->prepare &&
-		    (rc = l->spec[i].kind->prepare(&l->spec[i], kerr, sizeof(kerr)))) {
-			snprintf(err, errlen, "load \"%s\": %s", l->spec[i].text, kerr);
-			return rc;
-		}
-	}
 	g->start_ns = mono_now_ns();
 	for (int i = 0; i < l->n; i++) {
 		for (int k = 0; k < l->spec[i].nprocs; k++) {

@@ -65,8 +65,18 @@ struct load_group {
 };
 
 /*
- * Fork every worker of L. Call from the main thread before any other thread
- * exists: PR_SET_PDEATHSIG fires when the forking thread ends.
+ * Everything about L that can be checked without starting it: the number of
+ * processes and each kind's prepare (finds its tool, lets the tool check its
+ * arguments; nothing is left running). 0, or -EINVAL (bad input), -ENOENT (a
+ * tool is missing) or another -errno, with a reason; *BAD is then the index
+ * of the refused spec, -1 when it is about all of them.
+ */
+int load_list_check(const struct load_list *l, int *bad, char *err, size_t errlen);
+
+/*
+ * Fork every worker of L (checked with load_list_check). Call from the main
+ * thread before any other thread exists: PR_SET_PDEATHSIG fires when the
+ * forking thread ends.
  */
 int load_group_start(struct load_group *g, const struct load_list *l, char *err, size_t errlen);
 

@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -15,34 +16,86 @@ static const char *const type_names[] = {
 	[OPT_LOAD] = "load",
 };
 
+static const struct opt_desc *lookup(const struct opt_desc *opts, const char *name, size_t len)
+{
+	for (const struct opt_desc *o = opts; o->name; o++)
+		if (strlen(o->name) == len && !strncmp(o->name, name, len))
+			return o;
+	return NULL;
+}
+
+/* The canonical option NAME (an alias resolved), and the params struct it fills. */
 static const struct opt_desc *find_opt(const struct opt_table *tables, int ntables,
 				       const char *name, size_t len, void **base)
 {
 	for (int t = 0; t < ntables; t++) {
-		for (const struct opt_desc *o = tables[t].opts; o->name; o++) {
-			if (strlen(o->name) == len && !strncmp(o->name, name, len)) {
-				*base = tables[t].base;
-				return o;
-			}
+		const struct opt_desc *o = lookup(tables[t].opts, name, len);
+
+		if (o && o->alias_of)
+			o = lookup(tables[t].opts, o->alias_of, strlen(o->alias_of));
+		if (o && !o->alias_of) {
+			*base = tables[t].base;
+			return o;
 		}
 	}
 	return NULL;
+}
+
+/* A duration as the user would type it, exactly: in the largest unit that divides it. */
+static void format_exact_ns(int64_t ns, char *buf, size_t len)
+{
+	static const struct {
+		const char *name;
+		int64_t mult;
+	} units[] = {
+		{ "d", 86400 * NSEC_PER_SEC }, { "h", 3600 * NSEC_PER_SEC }, { "m", 60 * NSEC_PER_SEC },
+		{ "s", NSEC_PER_SEC },	       { "ms", NSEC_PER_MSEC },	     { "us", NSEC_PER_USEC },
+	};
+
+	for (size_t i = 0; ns && i < sizeof(units) / sizeof(units[0]); i++) {
+		if (ns % units[i].mult == 0) {
+			snprintf(buf, len, "%" PRId64 "%s", ns / units[i].mult, units[i].name);
+			return;
+		}
+	}
+	snprintf(buf, len, "%" PRId64 "ns", ns);
+}
+
+static void format_value(const struct opt_desc *o, int64_t v, char *buf, size_t len)
+{
+	if (o->type == OPT_DURATION)
+		format_exact_ns(v, buf, len);
+	else
+		snprintf(buf, len, "%" PRId64, v);
 }
 
 static void range_error(const struct opt_desc *o, const char *val, char *err, size_t errlen)
 {
 	char lo[32], hi[32];
 
-	if (o->type == OPT_DURATION) {
-		format_duration(o->min, lo, sizeof(lo));
-		format_duration(o->max, hi, sizeof(hi));
-	} else {
-		snprintf(lo, sizeof(lo), "%lld", (long long)o->min);
-		snprintf(hi, sizeof(hi), "%lld", (long long)o->max);
-	}
+	format_value(o, o->min, lo, sizeof(lo));
+	format_value(o, o->max, hi, sizeof(hi));
 	snprintf(err, errlen, "--%s: \"%s\" is out of range (%s..%s%s%s)", o->name, val, lo, hi,
 		 o->type == OPT_INT && o->metavar ? " " : "",
 		 o->type == OPT_INT && o->metavar ? o->metavar : "");
+}
+
+/* Range and step of an int or duration V; 0 or -EINVAL with the reason in ERR. */
+static int check_number(const struct opt_desc *o, const char *val, int64_t v, char *err,
+			size_t errlen)
+{
+	char step[32];
+
+	if (v < o->min || v > o->max) {
+		range_error(o, val, err, errlen);
+		return -EINVAL;
+	}
+	if (o->step > 1 && v % o->step) {
+		format_value(o, o->step, step, sizeof(step));
+		snprintf(err, errlen, "--%s: \"%s\" is not a multiple of %s", o->name, val, step);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static int set_value(const struct opt_desc *o, void *base, const char *val,
@@ -61,15 +114,15 @@ static int set_value(const struct opt_desc *o, void *base, const char *val,
 			snprintf(err, errlen, "--%s: \"%s\" is not a whole number", o->name, val);
 			return -EINVAL;
 		}
-		if (v < o->min || v > o->max)
-			goto out_range;
+		if (check_number(o, val, v, err, errlen))
+			return -EINVAL;
 		*(int64_t *)field = v;
 		return 0;
 	case OPT_DURATION:
 		if (parse_duration_ns(val, &v, why, sizeof(why)))
 			goto out_why;
-		if (v < o->min || v > o->max)
-			goto out_range;
+		if (check_number(o, val, v, err, errlen))
+			return -EINVAL;
 		*(int64_t *)field = v;
 		return 0;
 	case OPT_CPULIST:
@@ -105,13 +158,21 @@ static int set_value(const struct opt_desc *o, void *base, const char *val,
 out_why:
 	snprintf(err, errlen, "--%s: %s", o->name, why);
 	return -EINVAL;
-out_range:
-	range_error(o, val, err, errlen);
+}
+
+/* Record what was refused (when the caller asked) and return -EINVAL. */
+static int refuse(struct opt_fault *at, const char *option, const char *value)
+{
+	if (at) {
+		at->option = option;
+		at->value = value;
+	}
 	return -EINVAL;
 }
 
 int opts_parse(int argc, char **argv, const struct opt_table *tables, int ntables,
-	       const struct cpulist *online, const char **pos, int *npos, char *err, size_t errlen)
+	       const struct cpulist *online, const char **pos, int *npos, struct opt_fault *at,
+	       char *err, size_t errlen)
 {
 	int maxpos = *npos;
 
@@ -124,7 +185,7 @@ int opts_parse(int argc, char **argv, const struct opt_table *tables, int ntable
 		if (strncmp(a, "--", 2) || !a[2]) {
 			if (*npos >= maxpos) {
 				snprintf(err, errlen, "unexpected argument \"%s\"", a);
-				return -EINVAL;
+				return refuse(at, NULL, a);
 			}
 			pos[(*npos)++] = a;
 			continue;
@@ -136,14 +197,14 @@ int opts_parse(int argc, char **argv, const struct opt_table *tables, int ntable
 
 		if (!o) {
 			snprintf(err, errlen, "unknown option \"--%.*s\" (see --help)", (int)len, name);
-			return -EINVAL;
+			return refuse(at, NULL, a);
 		}
 		const char *val = NULL;
 
 		if (o->type == OPT_FLAG) {
 			if (eq) {
 				snprintf(err, errlen, "--%s takes no value", o->name);
-				return -EINVAL;
+				return refuse(at, o->name, eq + 1);
 			}
 		} else if (eq) {
 			val = eq + 1;
@@ -151,14 +212,22 @@ int opts_parse(int argc, char **argv, const struct opt_table *tables, int ntable
 			val = argv[++i];
 		} else {
 			snprintf(err, errlen, "--%s needs a value (%s)", o->name, o->metavar);
-			return -EINVAL;
+			return refuse(at, o->name, NULL);
 		}
 		if (set_value(o, base, val, online, err, errlen))
-			return -EINVAL;
+			return refuse(at, o->name, val);
 		if (o->set_offset != OPT_NO_SET)
 			*(bool *)((char *)base + o->set_offset) = true;
 	}
 	return 0;
+}
+
+bool opts_given(int argc, char **argv, const char *arg)
+{
+	for (int i = 0; i < argc; i++)
+		if (!strcmp(argv[i], arg))
+			return true;
+	return false;
 }
 
 void opts_help(FILE *f, const struct opt_table *tables, int ntables)
@@ -167,6 +236,8 @@ void opts_help(FILE *f, const struct opt_table *tables, int ntables)
 		for (const struct opt_desc *o = tables[t].opts; o->name; o++) {
 			char head[64];
 
+			if (o->alias_of)
+				continue; /* old spellings keep working without cluttering the help */
 			snprintf(head, sizeof(head), "--%s%s%s", o->name, o->metavar ? " " : "",
 				 o->metavar ? o->metavar : "");
 			fprintf(f, "  %-24s %s\n", head, o->help);
@@ -176,17 +247,45 @@ void opts_help(FILE *f, const struct opt_table *tables, int ntables)
 
 void opts_json(struct jw *w, const struct opt_desc *opts)
 {
+	bool ns;
+
 	jw_arr_begin(w);
 	for (const struct opt_desc *o = opts; o->name; o++) {
+		if (o->alias_of)
+			continue;
+		ns = o->type == OPT_DURATION;
 		jw_obj_begin(w);
 		jw_kstr(w, "name", o->name);
 		jw_kstr(w, "type", type_names[o->type]);
-		if (o->type == OPT_INT || o->type == OPT_DURATION) {
-			jw_kint(w, o->type == OPT_DURATION ? "min_ns" : "min", o->min);
-			jw_kint(w, o->type == OPT_DURATION ? "max_ns" : "max", o->max);
+		jw_kstr(w, "metavar", o->metavar); /* NULL (a flag) becomes null */
+		if (o->type == OPT_INT || ns) {
+			jw_kint(w, ns ? "min_ns" : "min", o->min);
+			jw_kint(w, ns ? "max_ns" : "max", o->max);
+			if (o->step > 1)
+				jw_kint(w, ns ? "step_ns" : "step", o->step);
 		}
 		jw_kstr(w, "help", o->help);
+		jw_key(w, "aliases");
+		jw_arr_begin(w);
+		for (const struct opt_desc *a = opts; a->name; a++)
+			if (a->alias_of && !strcmp(a->alias_of, o->name))
+				jw_str(w, a->name);
+		jw_arr_end(w);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
+}
+
+void opts_fault_json(FILE *f, const char *msg, const struct opt_fault *at)
+{
+	struct jw w;
+
+	jw_init(&w, f);
+	jw_obj_begin(&w);
+	jw_kstr(&w, "error", msg);
+	jw_kstr(&w, "option", at ? at->option : NULL);
+	jw_kstr(&w, "value", at ? at->value : NULL);
+	jw_obj_end(&w);
+	fputc('\n', f);
+	(void)fflush(f);
 }

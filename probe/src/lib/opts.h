@@ -2,6 +2,7 @@
 #ifndef RTLAB_OPTS_H
 #define RTLAB_OPTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -13,20 +14,34 @@ struct opt_table {
 	void *base;                  /* the params struct the offsets refer to */
 };
 
+/* What a refusal is about, so that `--check` reports facts rather than a parsed message. */
+struct opt_fault {
+	const char *option; /* canonical name without dashes; NULL: not one option */
+	const char *value;  /* as the user gave it; NULL: no value */
+};
+
 /*
  * Parse ARGV against TABLES. Arguments that do not start with "--" are
  * positional and collected into POS (at most *NPOS on entry; count on exit).
- * Returns 0, 1 when --help was asked for, or -EINVAL with a one-line
- * reason naming the option in err.
+ * An alias is taken as its option. Returns 0, 1 when --help was asked for, or
+ * -EINVAL with a one-line reason in ERR naming the option by its canonical
+ * name; AT (if given) then says which option and value were refused.
  */
 int opts_parse(int argc, char **argv, const struct opt_table *tables, int ntables,
-	       const struct cpulist *online, const char **pos, int *npos, char *err, size_t errlen);
+	       const struct cpulist *online, const char **pos, int *npos, struct opt_fault *at,
+	       char *err, size_t errlen);
 
-/* Print "  --name METAVAR   help" for every option of TABLES. */
+/* Is ARG (e.g. "--check") literally one of ARGV, wherever it is? */
+bool opts_given(int argc, char **argv, const char *arg);
+
+/* Print "  --name METAVAR   help" for every option of TABLES, aliases left out. */
 void opts_help(FILE *f, const struct opt_table *tables, int ntables);
 
-/* JSON description of a table (for `rtlab-probe list --json`). */
+/* JSON description of a table (for `rtlab-probe list --json`), aliases under their option. */
 struct jw;
 void opts_json(struct jw *w, const struct opt_desc *opts);
+
+/* One JSON line on F: {"error": MSG, "option": ..., "value": ...} (`--check` refusals). */
+void opts_fault_json(FILE *f, const char *msg, const struct opt_fault *at);
 
 #endif

@@ -13,7 +13,7 @@
 #include "run.h"
 #include "timeutil.h"
 
-#define RESULT_SCHEMA 1
+#define RESULT_SCHEMA 2 /* 2: threshold -> deadline (docs/result-format.md) */
 
 static const struct {
 	const char *key;
@@ -201,8 +201,8 @@ static void params_json(struct jw *w, const struct run *r)
 	jw_kint(w, "threads", r->nthreads);
 	opt_cpulist(w, "main_cpus", c->main_cpus_set, &c->main_cpus);
 	jw_kbool(w, "mlock", !c->no_mlock);
-	opt_int(w, "dma_latency_us", c->dma_latency_set, c->dma_latency_us);
-	opt_int(w, "threshold_ns", c->threshold_set, c->threshold_ns);
+	opt_int(w, "dma_latency_us", c->dma_latency_set, c->dma_latency_ns / NSEC_PER_USEC);
+	opt_int(w, "deadline_ns", c->deadline_set, c->deadline_ns);
 	jw_kint(w, "settle_ns", c->settle_ns);
 	jw_kbool(w, "raw", c->raw_path != NULL);
 	jw_key(w, "loads");
@@ -249,7 +249,7 @@ void report_json(const struct run *r, FILE *f)
 	jw_kbool(&w, "mlocked", r->mlocked);
 	if (r->mlock_err[0])
 		jw_kstr(&w, "mlock_error", r->mlock_err);
-	jw_kbool(&w, "threshold_exceeded", r->c.threshold_set && report_threshold_exceeded(r));
+	jw_kbool(&w, "deadline_exceeded", r->c.deadline_set && report_deadline_exceeded(r));
 	jw_key(&w, "loads");
 	load_group_json(&w, &r->loads, &r->c.loads);
 	jw_key(&w, "activity");
@@ -278,10 +278,10 @@ int report_save(const struct run *r, const char *path, char *err, size_t errlen)
 	return rc;
 }
 
-bool report_threshold_exceeded(const struct run *r)
+bool report_deadline_exceeded(const struct run *r)
 {
 	for (int i = 0; i < r->nthreads; i++)
-		if (thread_count(&r->th[i]) && r->th[i].max_ns > r->c.threshold_ns)
+		if (thread_count(&r->th[i]) && r->th[i].max_ns > r->c.deadline_ns)
 			return true;
 	return false;
 }

@@ -56,7 +56,16 @@ void status_draw(struct run *r);
 /* One JSON line on the --progress stream: phase, elapsed time, per-thread statistics. */
 void progress_write(struct run *r, const char *phase);
 
-/* Threshold exceeded by any thread? */
-bool report_threshold_exceeded(const struct run *r);
+/* --deadline exceeded by any thread? */
+bool report_deadline_exceeded(const struct run *r);
+
+/*
+ * Parse ARGV (after the meter name) into R, which names its meter, and make every
+ * check that needs no measuring (runopts.c). The exit code to return now, or -1 to run.
+ */
+int run_parse(struct run *r, int argc, char **argv);
+
+/* The raw-sample file of thread INDEX: --raw FILE, or FILE.INDEX when there are several. */
+void run_raw_path(const struct run *r, int index, char *buf, size_t len);
 
 #endif

@@ -1,6 +1,5 @@
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,102 +21,11 @@
 #define SERIES_OPEN_SLOTS (24 * 3600)         /* when the run has no set end */
 #define STATUS_PERIOD_NS (500 * NSEC_PER_MSEC)
 #define PROGRESS_PERIOD_NS NSEC_PER_SEC
-#define DEFAULT_SETTLE_NS NSEC_PER_SEC
-
-#define CP(f) offsetof(struct common_params, f)
-
-static const struct opt_desc common_opts[] = {
-	{ "cpus", OPT_CPULIST, 0, 0, "LIST", "one measuring thread pinned per listed CPU (e.g. 1-3)",
-	  CP(cpus), CP(cpus_set) },
-	{ "threads", OPT_INT, 1, CPULIST_MAX, "N", "N unpinned measuring threads (default 1)",
-	  CP(threads), CP(threads_set) },
-	{ "main-cpus", OPT_CPULIST, 0, 0, "LIST", "pin the main and raw-writer threads",
-	  CP(main_cpus), CP(main_cpus_set) },
-	{ "policy", OPT_POLICY, 0, 0, "POLICY",
-	  "other[:NICE] | fifo:PRIO | rr:PRIO | deadline:RUNTIME/DEADLINE/PERIOD (default fifo:99)",
-	  CP(policy), OPT_NO_SET },
-	{ "allow-fallback", OPT_FLAG, 0, 0, NULL,
-	  "if the policy or mlock cannot be set, go on and record what was really used",
-	  CP(allow_fallback), OPT_NO_SET },
-	{ "loops", OPT_INT, 1, INT64_MAX / 2, "N", "cycles per thread (default: until --duration or a signal)",
-	  CP(loops), CP(loops_set) },
-	{ "duration", OPT_DURATION, NSEC_PER_MSEC, 366 * 24 * 3600 * NSEC_PER_SEC, "DUR",
-	  "measure for this long, e.g. 30s, 10m", CP(duration_ns), CP(duration_set) },
-	{ "json", OPT_STRING, 0, 0, "FILE", "write the result document to FILE (\"-\": stdout)",
-	  CP(json_path), OPT_NO_SET },
-	{ "raw", OPT_STRING, 0, 0, "FILE",
-	  "capture every sample to FILE (FILE.N per thread when several)", CP(raw_path), OPT_NO_SET },
-	{ "quiet", OPT_FLAG, 0, 0, NULL, "no live status and no summary", CP(quiet), OPT_NO_SET },
-	{ "progress", OPT_STRING, 0, 0, "FILE",
-	  "write live statistics as JSON lines to FILE every second (\"-\": stdout)",
-	  CP(progress_path), OPT_NO_SET },
-	{ "check", OPT_FLAG, 0, 0, NULL, "validate the options, print nothing and exit 0",
-	  CP(check_only), OPT_NO_SET },
-	{ "load", OPT_LOAD, 0, 0, "SPEC",
-	  "run a load while measuring: KIND:ARGS[@CPUS][,policy=P][,nice=N] (repeatable)",
-	  CP(loads), OPT_NO_SET },
-	{ "settle", OPT_DURATION, 0, 3600 * NSEC_PER_SEC, "DUR",
-	  "wait after starting loads before measuring (default 1s with loads)", CP(settle_ns),
-	  CP(settle_set) },
-	{ "no-mlock", OPT_FLAG, 0, 0, NULL, "do not lock memory or prefault stacks",
-	  CP(no_mlock), OPT_NO_SET },
-	{ "dma-latency", OPT_INT, 0, INT_MAX, "US",
-	  "hold /dev/cpu_dma_latency at US microseconds during the run (default: off)",
-	  CP(dma_latency_us), CP(dma_latency_set) },
-	{ "threshold", OPT_DURATION, 1, 3600 * NSEC_PER_SEC, "DUR",
-	  "exit 1 if any latency exceeds DUR (after writing the document)", CP(threshold_ns),
-	  CP(threshold_set) },
-	OPT_END,
-};
-
-static void meter_usage(const struct meter *m, const struct opt_table *t, int nt)
-{
-	printf("usage: rtlab-probe %s [options]\n\n%s\n\noptions:\n", m->name, m->help);
-	opts_help(stdout, t, nt);
-}
 
 static int fail(int code, const char *prefix, const char *msg)
 {
 	fprintf(stderr, "rtlab-probe %s: %s\n", prefix, msg);
 	return code;
-}
-
-static int check_common(struct run *r, char *err, size_t errlen)
-{
-	struct common_params *c = &r->c;
-
-	if (c->cpus_set && c->threads_set) {
-		snprintf(err, errlen, "--cpus and --threads exclude each other");
-		return -EINVAL;
-	}
-	if (c->loops_set && c->duration_set) {
-		snprintf(err, errlen, "--loops and --duration exclude each other");
-		return -EINVAL;
-	}
-	if (!c->settle_set)
-		c->settle_ns = c->loads.n ? DEFAULT_SETTLE_NS : 0;
-	r->nthreads = c->cpus_set ? c->cpus.n : (c->threads_set ? (int)c->threads : 1);
-	if (c->json_path && strcmp(c->json_path, "-")) {
-		char dir[PATH_MAX];
-		const char *slash = strrchr(c->json_path, '/');
-
-		snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - c->json_path) + 1 : 1,
-			 slash ? c->json_path : ".");
-		if (access(dir, W_OK)) {
-			snprintf(err, errlen, "--json: cannot write in \"%.300s\" (%s)", dir, strerror(errno));
-			return -EINVAL;
-		}
-	}
-	if (c->progress_path && !c->check_only) {
-		r->progress = strcmp(c->progress_path, "-") ? fopen(c->progress_path, "w") : stdout;
-		if (!r->progress) {
-			snprintf(err, errlen, "--progress: cannot write \"%.300s\" (%s)", c->progress_path,
-				 strerror(errno));
-			return -EINVAL;
-		}
-		(void)setvbuf(r->progress, NULL, _IOLBF, 0);
-	}
-	return 0;
 }
 
 static uint32_t series_slots(const struct run *r, int64_t period_ns)
@@ -169,10 +77,7 @@ static int alloc_threads(struct run *r, char *err, size_t errlen)
 			goto out_nomem;
 		if (!r->c.raw_path)
 			continue;
-		if (r->nthreads == 1)
-			snprintf(t->raw_path, sizeof(t->raw_path), "%s", r->c.raw_path);
-		else
-			snprintf(t->raw_path, sizeof(t->raw_path), "%s.%d", r->c.raw_path, i);
+		run_raw_path(r, i, t->raw_path, sizeof(t->raw_path));
 		int rc = ring_open(&r->rings[i], t->raw_path, i, t->cpu, t->period_ns,
 				   raw_ring_samples(t->period_ns));
 
@@ -339,7 +244,7 @@ static void main_wait(struct run *r)
 
 static int hold_dma_latency(struct run *r, char *err, size_t errlen)
 {
-	int32_t us = (int32_t)r->c.dma_latency_us;
+	int32_t us = (int32_t)(r->c.dma_latency_ns / NSEC_PER_USEC); /* a whole number: checked */
 
 	r->dma_fd = -1;
 	if (!r->c.dma_latency_set)
@@ -380,29 +285,6 @@ static void release_all(struct run *r)
 		(void)munlockall();
 }
 
-static int parse_run(struct run *r, const struct meter *m, int argc, char **argv)
-{
-	struct opt_table tables[] = { { m->options, r->mparams }, { common_opts, &r->c } };
-	const char *pos[1];
-	int npos = 0;
-	char err[512];
-	int rc;
-
-	r->c.policy.policy = SCHED_FIFO;
-	r->c.policy.priority = 99;
-	m->defaults(r->mparams);
-	if (cpulist_online(NULL, &r->online))
-		return fail(EXIT_INTERNAL, m->name, "cannot read the online CPUs");
-	rc = opts_parse(argc, argv, tables, 2, &r->online, pos, &npos, err, sizeof(err));
-	if (rc == 1) {
-		meter_usage(m, tables, 2);
-		return EXIT_OK;
-	}
-	if (rc || check_common(r, err, sizeof(err)) || m->check(r->mparams, err, sizeof(err)))
-		return fail(EXIT_USAGE, m->name, err);
-	return r->c.check_only ? EXIT_OK : -1;
-}
-
 int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char **full_argv)
 {
 	struct run *r = calloc(1, sizeof(*r));
@@ -415,16 +297,17 @@ int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char 
 	r->argc = full_argc;
 	r->argv = full_argv;
 	r->dma_fd = -1;
-	code = parse_run(r, m, argc, argv);
+	code = run_parse(r, argc, argv);
 	if (code >= 0)
 		return code;
 	if ((rc = alloc_threads(r, err, sizeof(err))))
 		return fail(rc == -ENOMEM ? EXIT_INTERNAL : EXIT_USAGE, m->name, err);
 	if ((rc = hold_dma_latency(r, err, sizeof(err))))
 		return fail(EXIT_UNSUPPORTED, m->name, err);
+	/* Loads and threads were checked before: what is refused now is refused here (exit 3). */
 	if ((rc = load_group_start(&r->loads, &r->c.loads, err, sizeof(err)))) {
 		release_all(r);
-		return fail(rc == -EINVAL ? EXIT_USAGE : EXIT_UNSUPPORTED, m->name, err);
+		return fail(rc == -ENOMEM ? EXIT_INTERNAL : EXIT_UNSUPPORTED, m->name, err);
 	}
 	if (r->progress)
 		progress_write(r, r->c.settle_ns ? "settle" : "start");
@@ -439,7 +322,7 @@ int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char 
 	if ((rc = start_threads(r, err, sizeof(err)))) {
 		main_wait(r);
 		release_all(r);
-		return fail(rc == -EINVAL ? EXIT_USAGE : EXIT_UNSUPPORTED, m->name, err);
+		return fail(EXIT_UNSUPPORTED, m->name, err);
 	}
 	main_wait(r);
 	release_all(r);
@@ -450,7 +333,7 @@ int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char 
 	if (!r->c.quiet && !(r->c.json_path && !strcmp(r->c.json_path, "-")) &&
 	    r->progress != stdout)
 		report_summary(r, stdout);
-	if (r->c.threshold_set && report_threshold_exceeded(r))
-		return EXIT_THRESHOLD;
+	if (r->c.deadline_set && report_deadline_exceeded(r))
+		return EXIT_DEADLINE;
 	return EXIT_OK;
 }

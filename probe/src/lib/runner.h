@@ -34,11 +34,14 @@ struct common_params {
 	int64_t settle_ns;
 	bool settle_set;
 	bool no_mlock;
-	int64_t dma_latency_us;
+	int64_t dma_latency_ns;    /* a whole number of us: /dev/cpu_dma_latency takes us */
 	bool dma_latency_set;
-	int64_t threshold_ns;
-	bool threshold_set;
+	int64_t deadline_ns;       /* exit 1 when a latency exceeds it */
+	bool deadline_set;
 };
+
+/* The options every meter takes (`list --json` shows them as "common_options"). */
+extern const struct opt_desc run_common_opts[];
 
 /* What a meter loop needs to know to stop. */
 struct run_ctl {

@@ -21,6 +21,7 @@
 
 #define STRESSNG_SAMPLE_NS (250 * NSEC_PER_MSEC)
 #define STRESSNG_RESTART_NS NSEC_PER_SEC
+#define STRESSNG_CHECK_NS (5 * NSEC_PER_SEC) /* --dry-run takes milliseconds; never hang a check */
 
 static const char *const presets[] = { "cpu", "vm", "io", "hdd", "full" };
 
@@ -123,7 +124,11 @@ static int stressng_prepare(const struct load_spec *spec, char *err, size_t errl
 	}
 	argv[0] = "stress-ng";
 	argv[1] = "--dry-run"; /* parses the arguments and runs nothing */
-	rc = extload_run_sync(argv);
+	rc = extload_run_sync(argv, STRESSNG_CHECK_NS);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot run stress-ng --dry-run (%s)", strerror(-rc));
+		return rc;
+	}
 	if (rc) {
 		snprintf(err, errlen, "stress-ng refuses the arguments (--dry-run exits with %d)", rc);
 		return rc == 127 ? -ENOENT : -EINVAL;

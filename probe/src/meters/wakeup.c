@@ -33,9 +33,10 @@ static int64_t wakeup_period(const void *p, int index)
 	return w->interval_ns + (int64_t)index * w->distance_ns;
 }
 
-static int wakeup_check(void *p, char *err, size_t errlen)
+static int wakeup_check(void *p, struct opt_fault *at, char *err, size_t errlen)
 {
 	(void)p;
+	(void)at;
 	(void)err;
 	(void)errlen;
 	return 0;
@@ -80,12 +81,12 @@ static void wakeup_params_json(struct jw *w, const void *p)
 }
 
 static const struct opt_desc wakeup_opts[] = {
-	{ "interval", OPT_DURATION, NSEC_PER_USEC, 10 * NSEC_PER_SEC, "DUR",
-	  "wake-up period of thread 0, e.g. 1ms, 200us (default 1ms)",
-	  offsetof(struct wakeup_params, interval_ns), OPT_NO_SET },
-	{ "distance", OPT_DURATION, 0, NSEC_PER_SEC, "DUR",
-	  "added to the period of each further thread (default 0)",
-	  offsetof(struct wakeup_params, distance_ns), OPT_NO_SET },
+	OPT_DESC("interval", OPT_DURATION, NSEC_PER_USEC, 10 * NSEC_PER_SEC, "DUR",
+		 "wake-up period of thread 0, e.g. 1ms, 200us (default 1ms)",
+		 offsetof(struct wakeup_params, interval_ns), OPT_NO_SET),
+	OPT_DESC("distance", OPT_DURATION, 0, NSEC_PER_SEC, "DUR",
+		 "added to the period of each further thread (default 0)",
+		 offsetof(struct wakeup_params, distance_ns), OPT_NO_SET),
 	OPT_END,
 };
 

@@ -5,13 +5,19 @@ index ceil(q n) - 1.
 """
 
 from rtlab.analysis._compare import (
-    METRICS,
-    RATIO_KEYS,
     RankTest,
     Threshold,
     parse_fail_if,
     rank_test,
     ratio_table,
+)
+from rtlab.analysis._comparison import (
+    ALPHA,
+    Comparison,
+    ComparisonRow,
+    Side,
+    compare_sides,
+    match_cases,
 )
 from rtlab.analysis._document import (
     document_case_stats,
@@ -19,22 +25,46 @@ from rtlab.analysis._document import (
     resolve_raw_file,
 )
 from rtlab.analysis._hist import NBUCKETS, OVERFLOW_AT, Histogram, bucket_bounds, bucket_index
+from rtlab.analysis._metrics import (
+    EXPORT_METRICS,
+    METRICS,
+    RATIO_KEYS,
+    TABLE_COUNTS,
+    TABLE_METRICS,
+    WIN_METRICS,
+    Metric,
+    metric,
+    metrics,
+)
 from rtlab.analysis._raw import stats_from_samples
 from rtlab.analysis._stats import QUANTILES, CaseStats, nearest_rank, stats_from_histogram
 
 __all__ = [
+    "ALPHA",
+    "EXPORT_METRICS",
     "METRICS",
     "NBUCKETS",
     "OVERFLOW_AT",
     "QUANTILES",
     "RATIO_KEYS",
+    "TABLE_COUNTS",
+    "TABLE_METRICS",
+    "WIN_METRICS",
     "CaseStats",
+    "Comparison",
+    "ComparisonRow",
     "Histogram",
+    "Metric",
     "RankTest",
+    "Side",
     "Threshold",
     "bucket_bounds",
     "bucket_index",
+    "compare_sides",
     "document_case_stats",
+    "match_cases",
+    "metric",
+    "metrics",
     "nearest_rank",
     "parse_fail_if",
     "per_thread_stats",

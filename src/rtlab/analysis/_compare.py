@@ -10,28 +10,10 @@ from typing import Literal
 
 import numpy as np
 
+from rtlab.analysis._metrics import RATIO_KEYS, metric
 from rtlab.analysis._stats import CaseStats
 from rtlab.errors import UserError
 from rtlab.units import format_ns, parse_duration_ns
-
-#: Statistics compared by `ratio_table`.
-RATIO_KEYS = ("min", "mean", "median", "p99", "p999", "max", "jitter", "stddev")
-
-#: Metric names accepted in thresholds -> CaseStats field.
-METRICS: dict[str, str] = {
-    "min": "min",
-    "mean": "mean",
-    "avg": "mean",
-    "median": "median",
-    "p50": "median",
-    "p90": "p90",
-    "p99": "p99",
-    "p99.9": "p999",
-    "p99.99": "p9999",
-    "max": "max",
-    "jitter": "jitter",
-    "stddev": "stddev",
-}
 
 
 def _ratio(a: float, b: float) -> float:
@@ -178,21 +160,23 @@ def parse_fail_if(expr: str) -> Threshold:
         raise UserError(
             f"bad --fail-if {text!r}: expected METRIC>RATIOx or METRIC>+DURATION, e.g. p99>1.2x"
         )
-    metric = m.group("metric").lower()
-    if metric not in METRICS:
-        raise UserError(
-            f"bad --fail-if {text!r}: unknown metric {metric!r} (one of {', '.join(METRICS)})"
-        )
+    try:
+        found = metric(m.group("metric"))
+    except UserError as e:
+        raise UserError(f"bad --fail-if {text!r}: {e}") from None
+    if not found.duration:
+        raise UserError(f"bad --fail-if {text!r}: {found.label} is not a latency")
+    key = found.key
     if m.group("ratio") is not None:
         value = float(m.group("ratio"))
         if not value > 0:
             raise UserError(f"bad --fail-if {text!r}: the ratio must be above 0")
-        return Threshold(text, METRICS[metric], "ratio", value)
+        return Threshold(text, key, "ratio", value)
     if m.group("pct") is not None:
-        return Threshold(text, METRICS[metric], "ratio", 1.0 + float(m.group("pct")) / 100.0)
+        return Threshold(text, key, "ratio", 1.0 + float(m.group("pct")) / 100.0)
     kind: Literal["increase", "absolute"] = "increase" if m.group("inc") else "absolute"
     try:
         ns = parse_duration_ns(m.group("inc") or m.group("abs"))
     except UserError as e:
         raise UserError(f"bad --fail-if {text!r}: {e}") from None
-    return Threshold(text, METRICS[metric], kind, float(ns))
+    return Threshold(text, key, kind, float(ns))

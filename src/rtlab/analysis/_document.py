@@ -1,4 +1,4 @@
-"""Statistics of a probe result document (schema 1): per thread, or pooled into one case."""
+"""Statistics of a probe result document (schema 2): per thread, or pooled into one case."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 
 from rtlab.analysis._hist import Histogram
 from rtlab.analysis._raw import stats_from_samples
-from rtlab.analysis._stats import CaseStats, stats_from_histogram
+from rtlab.analysis._stats import ESTIMATED, CaseStats, stats_from_histogram
 from rtlab.errors import UserError
 from rtlab.rawfile import open_samples
 
@@ -81,6 +81,49 @@ def _pooled(threads: Sequence[Mapping[str, Any]]) -> tuple[int, int, int, float,
     return n, vmin, vmax, mean, math.sqrt(max(m2, 0.0) / (n - 1))
 
 
+def _summary_only(
+    count: int,
+    vmin: int,
+    vmax: int,
+    mean: float,
+    stddev: float,
+    overruns: int,
+    deadline_ns: int | None,
+) -> CaseStats:
+    """Samples without a histogram: the exact count, min, max, mean and stddev only.
+
+    Order statistics are NaN (their ``error_ns`` too), outliers 0 (unknown); deadline
+    misses are known only when the deadline is outside [min, max], and otherwise
+    bracketed by ``deadline_misses_bounds`` (the max misses it, the min does not).
+    """
+    misses: int | None = None
+    bounds: tuple[int, int] | None = None
+    if deadline_ns is not None:
+        d = int(deadline_ns)
+        sure = count if vmin > d else int(vmax > d)
+        possible = 0 if vmax <= d else count if vmin > d else count - 1
+        bounds = (sure, possible)
+        misses = sure if sure == possible else None
+    nan = math.nan
+    return CaseStats(
+        count=count,
+        min=vmin,
+        mean=mean,
+        **dict.fromkeys(("median", "p90", "p99", "p999", "p9999"), nan),
+        max=vmax,
+        jitter=vmax - vmin,
+        stddev=stddev,
+        **dict.fromkeys(("q1", "q3", "iqr", "whisker_low", "whisker_high"), nan),
+        outliers=0,
+        overruns=overruns,
+        deadline_ns=None if deadline_ns is None else int(deadline_ns),
+        deadline_misses=misses,
+        exact=False,
+        error_ns=dict.fromkeys(ESTIMATED, nan),
+        deadline_misses_bounds=bounds,
+    )
+
+
 def _from_threads(
     threads: Sequence[Mapping[str, Any]],
     doc_dir: Path,
@@ -97,9 +140,16 @@ def _from_threads(
             deadline_ns=deadline_ns,
             chunk=chunk,
         )
-    hist = Histogram.merge(Histogram.from_document_thread(t) for t in threads)
-    _, vmin, vmax, mean, stddev = _pooled(threads)
+    n, vmin, vmax, mean, stddev = _pooled(threads)
+    # A thread without samples needs no histogram; one with samples but none (cyclictest
+    # --json without -h) leaves only the exact summary for the whole case.
+    binned = [t for t in threads if t.get("histogram") is not None or int(t.get("count") or 0)]
+    if any(t.get("histogram") is None for t in binned):
+        return _summary_only(n, vmin, vmax, mean, stddev, overruns, deadline_ns)
+    hist = Histogram.merge(Histogram.from_document_thread(t) for t in binned)
     if hist.total == 0:
+        if n:
+            return _summary_only(n, vmin, vmax, mean, stddev, overruns, deadline_ns)
         return CaseStats.empty(overruns=overruns, deadline_ns=deadline_ns)
     return stats_from_histogram(
         hist,
@@ -125,7 +175,10 @@ def document_case_stats(
     With ``prefer_raw`` and every thread's raw file present (and nothing ``lost``),
     the statistics are exact over all samples; otherwise they come from the merged
     histograms with min/max over threads, the count-weighted mean, the pooled
-    standard deviation and the overruns summed.
+    standard deviation and the overruns summed. When a thread with samples has no
+    histogram (an imported cyclictest --json run without -h), or the histograms are
+    empty although the threads have samples, only count, min, max, jitter, mean and
+    stddev are known: every order statistic is NaN (see `_summary_only`).
     """
     return _from_threads(_threads(doc), Path(doc_dir), deadline_ns, prefer_raw, chunk)
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
 
 import click
 
 from rtlab import __version__
-from rtlab.cli._common import EXIT_UNSUPPORTED, EXIT_USAGE
+from rtlab.cli._common import EXIT_INTERNAL, EXIT_UNSUPPORTED, EXIT_USAGE, visible
 from rtlab.cli.audit import audit
 from rtlab.cli.compare import compare
 from rtlab.cli.import_ import import_group
@@ -16,15 +18,21 @@ from rtlab.cli.plot import plot
 from rtlab.cli.report import report
 from rtlab.cli.run import run
 from rtlab.cli.show import show
-from rtlab.errors import UnsupportedError, UserError
+from rtlab.errors import InternalError, UnsupportedError, UserError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="rtlab")
+@click.version_option(__version__, "-V", "--version", prog_name="rtlab")
 def cli() -> None:
     """Does this Linux system meet a real-time latency requirement under load?
 
     Run experiments with rtlab-probe, store them, show and compare the results.
+
+    --json prints machine-readable output on stdout (a flag, never a file name).
+    Exit status: 0 ok, 1 a deadline or --fail-if threshold exceeded (or an audit FAIL),
+    2 bad usage or input, 3 unsupported here, 4 internal error (set RTLAB_DEBUG=1 for
+    the traceback), 130 interrupted. The results directory is --results DIR or
+    $RTLAB_RESULTS (default ./results).
     """
 
 
@@ -38,27 +46,42 @@ cli.add_command(report)
 cli.add_command(plot)
 
 
+def _say(msg: object) -> None:
+    click.echo(f"rtlab: {visible(msg)}", err=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         rc = cli.main(args=argv, prog_name="rtlab", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("rtlab: interrupted", err=True)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        _say("interrupted")
         return 130
     except click.UsageError as e:
-        msg = e.format_message().replace("\n", " ")
-        click.echo(f"rtlab: {msg}", err=True)
+        _say(e.format_message().replace("\n", " "))
         return EXIT_USAGE
     except click.ClickException as e:
-        click.echo(f"rtlab: {e.format_message()}", err=True)
+        _say(e.format_message())
         return e.exit_code
     except UserError as e:
-        click.echo(f"rtlab: {e}", err=True)
+        _say(e)
         return EXIT_USAGE
     except UnsupportedError as e:
-        click.echo(f"rtlab: {e}", err=True)
+        _say(e)
         return EXIT_UNSUPPORTED
     except BrokenPipeError:
         return 0
+    except InternalError as e:
+        _say(f"internal error: {e}")
+        return EXIT_INTERNAL
+    except Exception as e:  # a bug: one line, not a traceback that looks like a verdict
+        if os.environ.get("RTLAB_DEBUG"):
+            traceback.print_exc()
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        _say(
+            f"internal error: {type(e).__name__}: {e} (at {os.path.basename(where.filename)}:"
+            f"{where.lineno}; a bug in rtlab: run again with RTLAB_DEBUG=1 for the traceback)"
+        )
+        return EXIT_INTERNAL
     return rc if isinstance(rc, int) else 0
 
 

@@ -1,4 +1,9 @@
-"""Shared CLI pieces: option types, the results directory, table output (rich, JSON, CSV)."""
+"""Shared CLI pieces: option types, the results directory, table output (rich, JSON, CSV).
+
+Every string that comes from the user, a file or the system is printed literally: the
+console interprets no markup, and control characters are shown as escapes (`visible`).
+Styling is applied only through rich Text objects built here.
+"""
 
 from __future__ import annotations
 
@@ -12,25 +17,35 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from rtlab.errors import UserError
+from rtlab.probe import one_line
+from rtlab.records import MAX_DEADLINE_NS
 from rtlab.store import Store
 from rtlab.units import format_ns, parse_duration_ns
 
+EXIT_THRESHOLD = 1
 EXIT_USAGE = 2
 EXIT_UNSUPPORTED = 3
+EXIT_INTERNAL = 4
 
 
 class Duration(click.ParamType):
+    """A duration with its unit, > 0 and at most an hour (as every deadline)."""
+
     name = "DURATION"
 
     def convert(self, value, param, ctx):
         if isinstance(value, int):
             return value
         try:
-            return parse_duration_ns(value)
+            ns = parse_duration_ns(value)
         except UserError as e:
             self.fail(str(e), param, ctx)
+        if not 0 < ns <= MAX_DEADLINE_NS:
+            self.fail(f"{value!r} is out of range (1ns..1h)", param, ctx)
+        return ns
 
 
 DURATION = Duration()
@@ -40,6 +55,8 @@ results_option = click.option(
     "results_dir",
     default="results",
     show_default=True,
+    envvar="RTLAB_RESULTS",
+    show_envvar=True,
     type=click.Path(file_okay=False),
     help="results directory",
 )
@@ -47,6 +64,13 @@ results_option = click.option(
 
 def store_from(results_dir: str) -> Store:
     return Store(results_dir)
+
+
+def warn_store(store: Store) -> None:
+    """Damaged experiments skipped and indexes rebuilt: said on stderr, one line each."""
+    for w in store.warnings:
+        click.echo(f"rtlab: warning: {visible(w)}", err=True)
+    store.warnings.clear()
 
 
 def output_options(f):
@@ -93,17 +117,59 @@ def fmt(value: Any, duration: bool) -> str:
     return str(value)
 
 
-def console() -> Console:
-    # Piped output (logs, CI) is not cut to 80 columns.
-    return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+def visible(text: Any) -> str:
+    """TEXT on one line with every control or unprintable character as an escape."""
+    return one_line(str(text))
+
+
+def lit(value: Any, style: str = "") -> Text:
+    """A literal cell or message part: never read as markup."""
+    return value if isinstance(value, Text) else Text(visible(value), style=style)
+
+
+def line(*parts: Any) -> Text:
+    """One output line from literal parts; a (text, style) tuple is a styled part."""
+    return Text.assemble(*[lit(*p) if isinstance(p, tuple) else lit(p) for p in parts])
+
+
+def console(err: bool = False) -> Console:
+    # Piped output (logs, CI) is not cut to 80 columns. No markup, no emoji codes:
+    # everything printed is literal unless styled through Text.
+    stream = sys.stderr if err else sys.stdout
+    return Console(
+        file=stream,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        soft_wrap=False,
+        width=None if stream.isatty() else 200,
+    )
 
 
 def rich_table(
-    title: str | None, headers: list[str], rows: list[list[str]], right_from: int = 1
+    title: str | None, headers: list[str], rows: list[list[Any]], right_from: int = 1
 ) -> Table:
-    table = Table(title=title, title_justify="left", header_style="bold")
+    table = Table(title=lit(title) if title else None, title_justify="left", header_style="bold")
     for i, h in enumerate(headers):
-        table.add_column(h, justify="right" if i >= right_from else "left", no_wrap=i == 0)
+        table.add_column(lit(h), justify="right" if i >= right_from else "left", no_wrap=i == 0)
     for r in rows:
-        table.add_row(*r)
+        table.add_row(*[lit(c) for c in r])
     return table
+
+
+def verdict(rows: list[dict[str, Any]], deadline_ns: int | None) -> tuple[int, Text | None]:
+    """PASS/FAIL of finished cases (rows with series, case, max) against the deadline:
+    (exit status, one line). FAIL when a case's max exceeds it; (0, None) without one."""
+    if deadline_ns is None:
+        return 0, None
+    over = [r for r in rows if r.get("max") is not None and r["max"] > deadline_ns]
+    if not over:
+        return 0, line(
+            ("PASS", "bold green"), f": {len(rows)} case(s) within {format_ns(deadline_ns)}"
+        )
+    worst = max(over, key=lambda r: r["max"])
+    return EXIT_THRESHOLD, line(
+        ("FAIL", "bold red"),
+        f": {len(over)} of {len(rows)} case(s) exceed the deadline {format_ns(deadline_ns)} "
+        f"(worst: {worst['series']} / {worst['case']}, max {format_ns(worst['max'])})",
+    )

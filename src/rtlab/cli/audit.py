@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from rtlab.cli._common import DURATION, console, print_json, rich_table
+from rtlab.cli._common import DURATION, console, line, lit, print_json, rich_table, visible
 from rtlab.errors import UserError
 from rtlab.system import (
     FAIL,
@@ -97,7 +97,7 @@ def audit(
         if not isinstance(root, SysRoot):
             raise click.UsageError("--capture copies from a directory tree, not from --from")
         copied = capture(root, Path(capture_dir), cpus)
-        click.echo(f"{len(copied)} files from {root.describe()} copied into {capture_dir}")
+        click.echo(visible(f"{len(copied)} files from {root.describe()} copied into {capture_dir}"))
         return 0
     facts = read_facts(root, cpus)
     findings = run_audit(facts, Context(deadline_ns=deadline))
@@ -106,20 +106,24 @@ def audit(
         return exit_status(findings)
     out = console()
     out.print(
-        f"[bold]{root.describe()}[/bold]: {facts.kernel_release or '?'}, "
-        f"preemption {facts.preempt_model}, HZ={facts.hz or '?'}, "
-        f"{facts.timer_mode or 'tick mode ?'}; real-time CPUs "
-        f"{format_cpulist(facts.rt_cpus) or '?'} ({facts.rt_cpus_source})"
-        + (f"; deadline {format_ns(deadline)}" if deadline else "")
+        line(
+            (root.describe(), "bold"),
+            f": {facts.kernel_release or '?'}, "
+            f"preemption {facts.preempt_model}, HZ={facts.hz or '?'}, "
+            f"{facts.timer_mode or 'tick mode ?'}; real-time CPUs "
+            f"{format_cpulist(facts.rt_cpus) or '?'} ({facts.rt_cpus_source})"
+            + (f"; deadline {format_ns(deadline)}" if deadline else ""),
+        )
     )
-    rows = [[f"[{STYLE[x.status]}]{x.status}[/]", x.id, x.title, x.evidence] for x in findings]
+    rows = [[lit(x.status, STYLE[x.status]), x.id, x.title, x.evidence] for x in findings]
     out.print(rich_table(None, ["status", "check", "what", "evidence"], rows, right_from=99))
     todo = [x for x in findings if x.status != OK and x.fix]
     if todo:
-        out.print("\n[bold]What to change[/bold]")
+        out.print()
+        out.print(line(("What to change", "bold")))
     for x in sorted(todo, key=lambda x: (-[OK, INFO, WARN, FAIL].index(x.status), x.id)):
-        out.print(f"[{STYLE[x.status]}]{x.status}[/] {x.id}: {x.fix}")
-        out.print(f"     why: {x.why}")
+        out.print(line((x.status, STYLE[x.status]), f" {x.id}: {x.fix}"))
+        out.print(line(f"     why: {x.why}"))
     counts = {s: sum(x.status == s for x in findings) for s in (FAIL, WARN, INFO, OK)}
     out.print("\n" + ", ".join(f"{n} {s}" for s, n in counts.items()))
     return exit_status(findings)

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import click
 
-from rtlab.analysis import METRICS, parse_fail_if, rank_test, ratio_table
+from rtlab.analysis import Metric, metrics, parse_fail_if
 from rtlab.cli._common import (
     DURATION,
     check_exclusive,
     console,
     fmt,
+    line,
     output_options,
     print_csv,
     print_json,
@@ -20,18 +20,18 @@ from rtlab.cli._common import (
     rich_table,
     store_from,
 )
-from rtlab.results import case_samples, case_stats, row_label, setup_labels
+from rtlab.errors import UserError
+from rtlab.results import compare_records
 
 
-def _metric_list(text: str) -> list[str]:
-    out = []
-    for name in text.split(","):
-        if name.strip() not in METRICS:
-            raise click.BadParameter(
-                f"unknown metric '{name}' (known: {', '.join(METRICS)})", param_hint="--metrics"
-            )
-        out.append(name.strip())
-    return out
+def _metric_list(text: str) -> list[Metric]:
+    try:
+        wanted = metrics(text)
+    except UserError as e:
+        raise click.BadParameter(str(e), param_hint="--metrics") from None
+    if not wanted:
+        raise click.BadParameter("no metric given", param_hint="--metrics")
+    return wanted
 
 
 @click.command()
@@ -39,9 +39,10 @@ def _metric_list(text: str) -> list[str]:
 @click.option("--deadline", type=DURATION, help="count samples above this, e.g. 100us")
 @click.option(
     "--metrics",
+    "metric_names",
     default="median,p99,max",
     show_default=True,
-    help="comma-separated: min, mean, median, p90, p99, p99.9, p99.99, max, jitter, stddev",
+    help="comma-separated: min, avg, median, p90, p99, p99.9, p99.99, max, jitter, stddev",
 )
 @click.option(
     "--fail-if",
@@ -55,7 +56,7 @@ def _metric_list(text: str) -> list[str]:
 def compare(
     experiment_ids: tuple[str, ...],
     deadline: int | None,
-    metrics: str,
+    metric_names: str,
     fail_if: tuple[str, ...],
     results_dir: str,
     as_json: bool,
@@ -63,120 +64,80 @@ def compare(
 ) -> int:
     """Compare EXPERIMENT_IDS case by case; the first is the baseline.
 
-    Cases match by series and swept value. With raw samples on both sides, a
-    Mann-Whitney rank test says whether the distributions differ.
+    Cases match by series and case name. With raw samples on both sides, a
+    Mann-Whitney rank test says whether the distributions differ. Exit 1 when a
+    --fail-if threshold is exceeded.
     """
     check_exclusive(as_json, as_csv)
     if len(experiment_ids) < 2:
         raise click.UsageError("compare needs at least two experiments")
-    wanted = _metric_list(metrics)
+    wanted = _metric_list(metric_names)
     thresholds = [parse_fail_if(expr) for expr in fail_if]
     store = store_from(results_dir)
     recs = [store.open(i) for i in experiment_ids]
-    labels = setup_labels(recs)
-    base = recs[0]
-    rows: list[dict[str, Any]] = []
-    failures: list[str] = []
-    for case in base.cases:
-        matches = [
-            next(
-                (
-                    c
-                    for c in r.cases
-                    if (c.series, c.name) == (case.series, case.name) and c.status == "done"
-                ),
-                None,
-            )
-            for r in recs[1:]
-        ]
-        if case.status != "done" or not all(matches):
-            continue
-        a = case_stats(base, case, deadline)
-        a_samples = case_samples(base, case)
-        for rec, label, other in zip(recs[1:], labels[1:], matches, strict=True):
-            b = case_stats(rec, other, deadline)
-            row = {
-                "series": case.series,
-                "case": case.name,
-                "label": row_label(case),
-                "baseline": base.id,
-                "other": rec.id,
-                "baseline_setup": labels[0],
-                "other_setup": label,
-                "baseline_stats": a.to_dict(),
-                "other_stats": b.to_dict(),
-                "ratios": ratio_table(a, b),
-                "rank_test": None,
-            }
-            b_samples = case_samples(rec, other) if a_samples is not None else None
-            if a_samples is not None and b_samples is not None:
-                row["rank_test"] = rank_test(a_samples, b_samples).__dict__
-            for t in thresholds:
-                exceeded, text = t.check(a, b)
-                if exceeded:
-                    failures.append(f"{case.series} / {case.name}: {label}: {text}")
-            rows.append(row)
+    comp = compare_records(recs, deadline, thresholds)
     if as_json:
         print_json(
             {
-                "experiments": [r.id for r in recs],
-                "setups": labels,
-                "rows": rows,
-                "failures": failures,
+                "experiments": [s.id for s in comp.sides],
+                "setups": [s.setup for s in comp.sides],
+                "rows": [r.to_dict() for r in comp.rows],
+                "failures": comp.failures,
             }
         )
     elif as_csv:
         flat = []
-        for r in rows:
-            item = {k: r[k] for k in ("series", "case", "baseline", "other")}
+        for r in comp.rows:
+            item = {"series": r.series, "case": r.case, "baseline": r.baseline, "other": r.other}
             for m in wanted:
-                key = METRICS[m]
-                item[f"{m}_baseline"] = r["baseline_stats"][key]
-                item[f"{m}_other"] = r["other_stats"][key]
-                item[f"{m}_ratio"] = r["ratios"].get(key)
-            item["p_value"] = r["rank_test"]["pvalue"] if r["rank_test"] else None
+                item[f"{m.key}_baseline"] = getattr(r.baseline_stats, m.key)
+                item[f"{m.key}_other"] = getattr(r.other_stats, m.key)
+                item[f"{m.key}_ratio"] = r.ratios.get(m.key)
+            item["p_value"] = r.rank_test.pvalue if r.rank_test else None
             flat.append(item)
         cols = (
             ["series", "case", "baseline", "other"]
-            + [f"{m}_{s}" for m in wanted for s in ("baseline", "other", "ratio")]
+            + [f"{m.key}_{s}" for m in wanted for s in ("baseline", "other", "ratio")]
             + ["p_value"]
         )
         print_csv(flat, cols)
     else:
-        _print_tables(recs, labels, rows, wanted)
-    if not rows:
+        _print_tables(comp, wanted)
+    if not comp.rows:
         click.echo("no matching finished cases", err=True)
-    for f in failures:
-        click.echo(f"FAIL {f}", err=True)
-    return 1 if failures else 0
+    err = console(err=True)
+    for f in comp.failures:
+        err.print(line(("FAIL", "bold red"), f" {f}"))
+    return 1 if comp.failures else 0
 
 
-def _print_tables(recs, labels, rows, wanted) -> None:
+def _ratio_cell(ratio: float | None) -> str:
+    return "-" if ratio is None or not math.isfinite(ratio) else f"{ratio:.2f}x"
+
+
+def _print_tables(comp, wanted: list[Metric]) -> None:
     out = console()
-    for i, (rec, label) in enumerate(zip(recs, labels, strict=True)):
-        out.print(f"{'ABCDEFGHIJ'[i] if i < 10 else i}: {rec.id}  [bold]{label}[/bold]")
-    for other in recs[1:]:
+    for i, side in enumerate(comp.sides):
+        out.print(line(f"{'ABCDEFGHIJ'[i] if i < 10 else i}: {side.id}  ", (side.setup, "bold")))
+    for side in comp.sides[1:]:
         series: dict[str, list] = {}
-        for r in rows:
-            if r["other"] == other.id:
-                series.setdefault(r["series"], []).append(r)
+        for r in comp.rows:
+            if r.other == side.id:
+                series.setdefault(r.series, []).append(r)
         for name, srows in series.items():
             headers = ["case"]
             for m in wanted:
-                headers += [f"{m} A", f"{m} B", "B/A"]
+                headers += [f"{m.label} A", f"{m.label} B", "B/A"]
             headers.append("p (rank)")
             table = []
             for r in srows:
-                cells = [r["label"]]
+                cells = [r.label]
                 for m in wanted:
-                    key = METRICS[m]
-                    ratio = r["ratios"].get(key)
                     cells += [
-                        fmt(r["baseline_stats"][key], True),
-                        fmt(r["other_stats"][key], True),
-                        "-" if ratio is None or not math.isfinite(ratio) else f"{ratio:.2f}x",
+                        fmt(getattr(r.baseline_stats, m.key), m.duration),
+                        fmt(getattr(r.other_stats, m.key), m.duration),
+                        _ratio_cell(r.ratios.get(m.key)),
                     ]
-                rt = r["rank_test"]
-                cells.append(f"{rt['pvalue']:.2g}" if rt else "-")
+                cells.append(f"{r.rank_test.pvalue:.2g}" if r.rank_test else "-")
                 table.append(cells)
-            out.print(rich_table(f"{name}: B = {other.id}", headers, table))
+            out.print(rich_table(f"{name}: B = {side.id}", headers, table))

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import click
 
-from rtlab.cli._common import results_option, store_from
+from rtlab.cli._common import print_json, results_option, store_from, visible
 from rtlab.ingest import read_cyclictest
-from rtlab.store import CaseRecord, write_json_atomic
+from rtlab.records import CaseRecord, SeriesRecord, new_manifest
+from rtlab.resultdoc import check_document
 from rtlab.system import collect_fingerprint
 
 
@@ -28,34 +28,41 @@ def import_group() -> None:
     is_flag=True,
     help="record this machine's fingerprint (the files were made here)",
 )
+@click.option("--json", "as_json", is_flag=True, help='JSON on stdout: {"id", "path", "cases"}')
 @results_option
 def cyclictest_cmd(
-    files: tuple[str, ...], name: str, series: str, this_system: bool, results_dir: str
+    files: tuple[str, ...],
+    name: str,
+    series: str,
+    this_system: bool,
+    as_json: bool,
+    results_dir: str,
 ) -> None:
-    """Import cyclictest --json files or -h/--histfile histograms, one case per file."""
-    docs = [read_cyclictest(Path(f)) for f in files]  # every file checked before storing any
-    cases = [
-        CaseRecord(i, series, Path(f).name, {"file": Path(f).name}).to_dict()
-        for i, f in enumerate(files)
-    ]
-    manifest = {
-        "name": name,
-        "description": f"imported from {len(files)} cyclictest file(s)",
-        "source": "import:cyclictest",
-        "scale": 1.0,
-        "deadline_ns": None,
-        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "complete": False,
-        "notes": [],
-        "series": [{"name": series, "description": "", "swept": ["file"]}],
-        "cases": cases,
-    }
-    system = collect_fingerprint() if this_system else {"schema": 1, "imported": True}
+    """Import cyclictest --json files or -h/--histfile histograms, one case per file.
+
+    Every file is checked before anything is stored; a file that cannot be read
+    stores nothing (exit 2).
+    """
     store = store_from(results_dir)
-    rec = store.create(manifest, f"# imported\n# {json.dumps(list(files))}\n", system)
-    for case, doc in zip(rec.cases, docs, strict=True):
-        write_json_atomic(rec.path / "cases" / f"{case.index:03d}.json", doc)
-        case.status, case.document = "done", f"cases/{case.index:03d}.json"
-        rec.set_case(case)
-    store.index(rec)
-    click.echo(f"{rec.id}: imported {len(docs)} case(s)")
+    docs = [read_cyclictest(Path(f)) for f in files]
+    for f, doc in zip(files, docs, strict=True):
+        check_document(doc, f)
+    names = [Path(f).name for f in files]
+    manifest = new_manifest(
+        name=name,
+        description=f"imported from {len(files)} cyclictest file(s)",
+        source="import:cyclictest",
+        series=[SeriesRecord(series, "", ["file"])],
+        cases=[CaseRecord(i, series, n, {"file": n}) for i, n in enumerate(names)],
+    )
+    system = collect_fingerprint() if this_system else {"schema": 1, "imported": True}
+    rec = store.create(
+        manifest,
+        f"# imported\n# {json.dumps(names)}\n",
+        system,
+        documents=dict(enumerate(docs)),
+    )
+    if as_json:
+        print_json({"id": rec.id, "path": str(rec.path), "cases": len(docs)})
+    else:
+        click.echo(f"{visible(rec.id)}: imported {len(docs)} case(s)")

@@ -13,37 +13,30 @@ from rtlab.cli._common import (
     results_option,
     rich_table,
     store_from,
+    visible,
+    warn_store,
 )
-
-LIST_COLUMNS = [
-    "id",
-    "name",
-    "created_utc",
-    "complete",
-    "done",
-    "cases",
-    "hostname",
-    "kernel",
-    "preempt",
-    "source",
-]
+from rtlab.store import LISTING_COLUMNS, Store
 
 
 @click.command("list")
 @results_option
 @output_options
 def list_cmd(results_dir: str, as_json: bool, as_csv: bool) -> None:
-    """List stored experiments."""
+    """List stored experiments (served from the results directory's index).
+
+    A damaged experiment is skipped with a warning on stderr; a damaged index is rebuilt.
+    """
     check_exclusive(as_json, as_csv)
-    rows = store_from(results_dir).listing()
-    for r in rows:
-        r["complete"] = bool(r["complete"])
+    store: Store = store_from(results_dir)
+    rows = store.listing()
+    warn_store(store)
     if as_json:
         print_json(rows)
     elif as_csv:
-        print_csv(rows, LIST_COLUMNS)
+        print_csv(rows, list(LISTING_COLUMNS))
     elif not rows:
-        click.echo(f"no experiments in {results_dir}/")
+        click.echo(f"no experiments in {visible(results_dir)}/")
     else:
         console().print(
             rich_table(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from rtlab.cli._common import DURATION, results_option, store_from
+from rtlab.cli._common import DURATION, results_option, store_from, visible
 
 KINDS = ("box", "hist", "exceedance", "timeline")
 
@@ -54,5 +54,5 @@ def plot(
     recs = [store.open(i) for i in experiment_ids]
     fig = figure_for(kind, recs, series=series, deadline_ns=deadline, case=case_name)
     save(fig, out)
-    click.echo(f"{kind} plot: {out}")
+    click.echo(f"{kind} plot: {visible(out)}")
     return 0

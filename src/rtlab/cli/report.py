@@ -6,9 +6,19 @@ from pathlib import Path
 
 import click
 
-from rtlab.cli._common import DURATION, results_option, store_from
+from rtlab.cli._common import (
+    DURATION,
+    console,
+    print_json,
+    results_option,
+    store_from,
+    verdict,
+    visible,
+)
 from rtlab.errors import UserError
 from rtlab.store import ExperimentRecord
+
+LEVELS_HINT = "--load-levels"
 
 
 def parse_loads(text: str) -> list[int]:
@@ -18,7 +28,7 @@ def parse_loads(text: str) -> list[int]:
         part = part.strip()
         if not part.isdigit():
             raise click.BadParameter(
-                f"{text!r}: expected numbers of load processes, e.g. 4,8", param_hint="--loads"
+                f"{text!r}: expected numbers of load processes, e.g. 4,8", param_hint=LEVELS_HINT
             )
         out.append(int(part))
     return out
@@ -39,19 +49,28 @@ def default_path(recs: list[ExperimentRecord], results_dir: str) -> Path:
     type=click.Path(dir_okay=False),
     help="HTML file [default: results/<id>/report.html, or results/report-<id>-vs-<id>.html]",
 )
-@click.option("--deadline", type=DURATION, help="requirement for the verdict, e.g. 100us")
 @click.option(
-    "--loads",
+    "--deadline",
+    type=DURATION,
+    help="requirement for the verdict, e.g. 100us; exit 1 if exceeded",
+)
+@click.option(
+    "--load-levels",
+    "levels",
     default="4,8",
     show_default=True,
-    help="numbers of load processes of the avg/max/jitter tables",
+    help="numbers of fork-copy load processes of the avg/max/jitter tables",
 )
+@click.option("--loads", "old_levels", hidden=True)
+@click.option("--json", "as_json", is_flag=True, help="JSON on stdout: the files written")
 @results_option
 def report(
     experiment_ids: tuple[str, ...],
     output: str | None,
     deadline: int | None,
-    loads: str,
+    levels: str,
+    old_levels: str | None,
+    as_json: bool,
     results_dir: str,
 ) -> int:
     """Write the HTML report of EXPERIMENT_IDS (the first is the comparison baseline).
@@ -59,17 +78,40 @@ def report(
     Verdict against the deadline, system and parameters, box plots against load,
     histograms, exceedance and latency-over-time plots, tables (each also as a CSV
     file beside the HTML), comparison and audit findings. One file, no network needed.
+    With a deadline (--deadline, or each experiment's own) the exit status is 1 when
+    any case's maximum exceeds it.
     """
     from rtlab.report import write_report
 
-    levels = parse_loads(loads)
+    load_levels = parse_loads(old_levels or levels)
     store = store_from(results_dir)
     recs = [store.open(i) for i in experiment_ids]
     if len({r.id for r in recs}) < len(recs):
         raise UserError("an experiment is named twice")
     path = Path(output) if output else default_path(recs, results_dir)
-    result = write_report(recs, path, deadline_ns=deadline, loads=levels)
+    result = write_report(recs, path, deadline_ns=deadline, loads=load_levels)
+    status, lines = 0, []
+    for e in result.experiments:
+        rows = [{"series": c.series, "case": c.name, "max": c.stats.max} for c in e.cases()]
+        code, text = verdict([r for r in rows if r["max"] == r["max"]], e.deadline_ns)
+        status = max(status, code)
+        if text is not None:
+            lines.append(text)
+    if as_json:
+        print_json(
+            {
+                "html": str(result.html),
+                "csv": [str(p) for p in result.csv],
+                "figures": result.figures,
+                "tables": result.tables,
+                "verdict": "FAIL" if status else ("PASS" if lines else None),
+            }
+        )
+        return status
     click.echo(
-        f"report: {result.html} ({result.figures} figures, {result.tables} tables, CSV beside it)"
+        f"report: {visible(result.html)} ({result.figures} figures, {result.tables} tables, "
+        "CSV beside it)"
     )
-    return 0
+    for text in lines:
+        console().print(text)
+    return status

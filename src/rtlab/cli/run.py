@@ -12,12 +12,24 @@ from rich.live import Live
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from rtlab.cli._common import DURATION, console, store_from
+from rtlab.cli._common import (
+    DURATION,
+    console,
+    line,
+    print_json,
+    results_option,
+    store_from,
+    verdict,
+    visible,
+    warn_store,
+)
 from rtlab.errors import UserError
 from rtlab.experiment import load_experiment, preset_names, validate_with_probe
 from rtlab.probe import check_args, find_probe
+from rtlab.records import CaseRecord
+from rtlab.results import stats_rows
 from rtlab.runner import Display, new_record, run_cases
-from rtlab.store import CaseRecord, ExperimentRecord
+from rtlab.store import ExperimentRecord
 from rtlab.units import format_ns
 
 
@@ -25,7 +37,7 @@ class RichDisplay(Display):
     """Overall progress with ETA, the current case, live per-thread min/avg/max."""
 
     def __init__(self) -> None:
-        self.console = console()
+        self.console = console(err=True)
         self.bars = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -41,7 +53,7 @@ class RichDisplay(Display):
 
     def start(self, rec: ExperimentRecord, todo: list[CaseRecord]) -> None:
         self.total = sum(c.expected_s for c in todo) or 1.0
-        self.task = self.bars.add_task(f"{rec.id}: {len(todo)} cases", total=self.total)
+        self.task = self.bars.add_task(visible(f"{rec.id}: {len(todo)} cases"), total=self.total)
         self.case_task = self.bars.add_task("", total=1.0)
         self.live = Live(
             Group(self.bars, self.threads),
@@ -56,7 +68,7 @@ class RichDisplay(Display):
         self.expected = case.expected_s or 1.0
         self.bars.update(
             self.case_task,
-            description=f"  {case.series}: {case.name}",
+            description=visible(f"  {case.series}: {case.name}"),
             completed=0,
             total=self.expected,
         )
@@ -97,13 +109,14 @@ class PlainDisplay(Display):
     def start(self, rec: ExperimentRecord, todo: list[CaseRecord]) -> None:
         self.n, self.i = len(todo), 0
         click.echo(
-            f"{rec.id}: {self.n} cases, about {sum(c.expected_s for c in todo):.0f} s", err=True
+            visible(f"{rec.id}: {self.n} cases, about {sum(c.expected_s for c in todo):.0f} s"),
+            err=True,
         )
 
     def case_start(self, case: CaseRecord) -> None:
         self.i += 1
         self.last: dict = {}
-        click.echo(f"[{self.i}/{self.n}] {case.series}: {case.name} ...", err=True)
+        click.echo(visible(f"[{self.i}/{self.n}] {case.series}: {case.name} ..."), err=True)
 
     def progress(self, case: CaseRecord, line: dict) -> None:
         self.last = line
@@ -125,48 +138,50 @@ class PlainDisplay(Display):
 @click.argument("experiment", required=False)
 @click.option(
     "--scale",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(min=0, min_open=True, max=1e6),
     default=1.0,
     show_default=True,
     help="multiply every case's loops or duration",
 )
-@click.option("--deadline", type=DURATION, help="latency requirement, e.g. 100us")
+@click.option(
+    "--deadline", type=DURATION, help="latency requirement, e.g. 100us; exit 1 if exceeded"
+)
 @click.option("--raw", is_flag=True, help="capture every sample (exact statistics, rank tests)")
 @click.option("--resume", "resume_id", metavar="ID", help="continue an interrupted experiment")
-@click.option(
-    "--out",
-    "results_dir",
-    default=None,
-    type=click.Path(file_okay=False),
-    help="results directory [default: results]",
-)
+@results_option
+@click.option("--out", "out_dir", hidden=True, type=click.Path(file_okay=False))
 @click.option(
     "--check", "check_only", is_flag=True, help="validate and list the cases, run nothing"
 )
-@click.pass_context
+@click.option(
+    "--json", "as_json", is_flag=True, help="JSON on stdout: the stored id, cases, verdict"
+)
 def run(
-    ctx: click.Context,
     experiment: str | None,
     scale: float,
     deadline: int | None,
     raw: bool,
     resume_id: str | None,
-    results_dir: str | None,
+    results_dir: str,
+    out_dir: str | None,
     check_only: bool,
+    as_json: bool,
 ) -> int:
-    """Run EXPERIMENT: a preset (standard, policies, quick) or a TOML file.
+    """Run EXPERIMENT: a preset (standard, policies, quick, ...) or a TOML file.
 
     Every case is checked before anything runs. Finished cases are kept when
-    the run is interrupted; --resume ID continues it.
+    the run is interrupted; --resume ID continues it. With a deadline (--deadline
+    or the experiment's own) the exit status is 1 when any case's maximum exceeds it.
+    Progress goes to stderr.
     """
-    store = store_from(results_dir or "results")
+    store = store_from(out_dir or results_dir)
     if resume_id:
         if experiment:
             raise click.UsageError("give an EXPERIMENT or --resume ID, not both")
         rec = store.open(resume_id)
         if rec.complete:
-            click.echo(f"{rec.id} is already complete")
-            return 0
+            click.echo(f"{visible(rec.id)} is already complete", err=True)
+            return _finish(rec, deadline, as_json, None, 0)
     else:
         if not experiment:
             raise click.UsageError(f"missing EXPERIMENT (presets: {', '.join(preset_names())})")
@@ -176,30 +191,76 @@ def run(
         probe = find_probe()
         validate_with_probe(exp, lambda args: check_args(args, probe))
         if check_only:
-            for c in exp.cases:
-                click.echo(f"{c.index:3d} {c.series}: {c.name}  rtlab-probe {' '.join(c.args)}")
-            click.echo(
-                f"{len(exp.cases)} cases, about {sum(c.expected_s for c in exp.cases):.0f} s"
-            )
+            _print_check(exp, as_json)
             return 0
         rec = new_record(store, exp, raw)
     display = RichDisplay() if sys.stderr.isatty() else PlainDisplay()
     result = run_cases(store, rec, display)
+    warn_store(store)
     if result.interrupted:
         click.echo(
-            f"interrupted: {sum(c.status == 'done' for c in rec.cases)} of "
-            f"{len(rec.cases)} cases kept; continue with: rtlab run --resume {rec.id}",
+            f"interrupted: {sum(c.done for c in rec.cases)} of "
+            f"{len(rec.cases)} cases kept; continue with: rtlab run --resume {visible(rec.id)}",
             err=True,
         )
+        if as_json:
+            print_json(_summary(rec, None, result.ran, interrupted=True))
         return 130
-    click.echo(f"{rec.id}: {result.ran} cases run, results in {rec.path}")
+    click.echo(
+        f"{visible(rec.id)}: {result.ran} cases run, results in {visible(rec.path)}", err=True
+    )
+    report = None
     try:  # the results are stored already: a failing report must not fail the run
         from rtlab.report import write_report
 
-        written = write_report([rec], rec.path / "report.html", deadline_ns=deadline)
-        click.echo(f"report: {written.html}")
+        report = write_report([rec], rec.path / "report.html", deadline_ns=deadline).html
+        click.echo(f"report: {visible(report)}", err=True)
     except UserError as e:
-        click.echo(f"rtlab: no report written: {e}", err=True)
+        click.echo(f"rtlab: no report written: {visible(e)}", err=True)
     if not rec.complete:
         raise UserError(f"{rec.id}: some cases did not finish")
-    return 0
+    return _finish(rec, deadline, as_json, report, result.ran)
+
+
+def _summary(rec: ExperimentRecord, report, ran: int, **extra) -> dict:
+    return {
+        "id": rec.id,
+        "path": str(rec.path),
+        "cases": len(rec.cases),
+        "done": sum(c.done for c in rec.cases),
+        "ran": ran,
+        "complete": rec.complete,
+        "report": None if report is None else str(report),
+        **extra,
+    }
+
+
+def _finish(rec: ExperimentRecord, deadline: int | None, as_json: bool, report, ran: int) -> int:
+    """The verdict against the deadline in effect: exit 1 when it is exceeded."""
+    dl = deadline if deadline is not None else rec.deadline_ns
+    status, verdict_line = verdict(stats_rows(rec, dl) if dl is not None else [], dl)
+    if as_json:
+        text = None if dl is None else ("FAIL" if status else "PASS")
+        print_json(_summary(rec, report, ran, interrupted=False, deadline_ns=dl, verdict=text))
+    elif verdict_line is not None:
+        console(err=True).print(verdict_line)
+    return status
+
+
+def _print_check(exp, as_json: bool) -> None:
+    total = sum(c.expected_s for c in exp.cases)
+    if as_json:
+        print_json(
+            {
+                "cases": [
+                    {"index": c.index, "series": c.series, "name": c.name, "args": c.args}
+                    for c in exp.cases
+                ],
+                "expected_s": total,
+            }
+        )
+        return
+    out = console()
+    for c in exp.cases:
+        out.print(line(f"{c.index:3d} {c.series}: {c.name}  rtlab-probe {' '.join(c.args)}"))
+    click.echo(f"{len(exp.cases)} cases, about {total:.0f} s")

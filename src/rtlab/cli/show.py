@@ -2,60 +2,52 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
+from rtlab.analysis import EXPORT_METRICS, METRICS, TABLE_COUNTS, TABLE_METRICS
 from rtlab.cli._common import (
     DURATION,
     check_exclusive,
     console,
     fmt,
+    line,
     output_options,
     print_csv,
     print_json,
     results_option,
     rich_table,
     store_from,
+    verdict,
 )
-from rtlab.results import COLUMNS, by_series, setup_label, stats_rows
+from rtlab.results import by_series, effective_deadline, setup_label, stats_rows
 from rtlab.units import format_ns
 
-CSV_COLUMNS = [
-    "experiment",
-    "series",
-    "case",
-    "label",
-    "count",
-    "min",
-    "mean",
-    "median",
-    "p90",
-    "p99",
-    "p999",
-    "p9999",
-    "max",
-    "jitter",
-    "stddev",
-    "q1",
-    "q3",
-    "overruns",
-    "deadline_ns",
-    "deadline_misses",
-    "exact",
-]
+CSV_COLUMNS = ["experiment", "series", "case", "label", *EXPORT_METRICS, "deadline_ns"]
+SHOWN = [METRICS[k] for k in (*TABLE_METRICS, *TABLE_COUNTS)]
 
 
 @click.command()
 @click.argument("experiment_id")
-@click.option("--deadline", type=DURATION, help="count samples above this, e.g. 100us")
+@click.option(
+    "--deadline", type=DURATION, help="count samples above this, e.g. 100us; exit 1 if exceeded"
+)
 @results_option
 @output_options
 def show(
     experiment_id: str, deadline: int | None, results_dir: str, as_json: bool, as_csv: bool
-) -> None:
-    """Statistics of EXPERIMENT_ID: a table per series, one row per swept value."""
+) -> int:
+    """Statistics of EXPERIMENT_ID: a table per series, one row per swept value.
+
+    With a deadline (--deadline, or the experiment's own) the verdict is FAIL, and the
+    exit status 1, when any case's maximum exceeds it.
+    """
     check_exclusive(as_json, as_csv)
     rec = store_from(results_dir).open(experiment_id)
     rows = stats_rows(rec, deadline)
+    dl = effective_deadline(rec, deadline)
+    status, verdict_line = verdict(rows, dl)
     if as_json:
         print_json(
             {
@@ -63,56 +55,74 @@ def show(
                 "name": rec.name,
                 "complete": rec.complete,
                 "setup": setup_label(rec),
-                "notes": rec.manifest.get("notes", []),
+                "notes": rec.manifest.notes,
+                "deadline_ns": dl,
+                "verdict": None if dl is None else ("FAIL" if status else "PASS"),
                 "rows": rows,
             }
         )
-        return
+        return status
     if as_csv:
         print_csv(rows, CSV_COLUMNS)
-        return
+        return status
     out = console()
-    pending = sum(c.status != "done" for c in rec.cases)
+    pending = sum(not c.done for c in rec.cases)
     out.print(
-        f"[bold]{rec.id}[/bold]  {rec.name}"
-        + (f"  [yellow]incomplete: {pending} case(s) not run[/yellow]" if pending else "")
-    )
-    out.print(f"  system: {setup_label(rec)}")
-    for note in rec.manifest.get("notes", []):
-        out.print(f"  {note}")
-    dl = deadline if deadline is not None else rec.manifest.get("deadline_ns")
-    for series, srows in by_series(rows).items():
-        swept = next(
-            (s["swept"] for s in rec.manifest.get("series", []) if s["name"] == series), []
+        line(
+            (rec.id, "bold"),
+            f"  {rec.name}",
+            (f"  incomplete: {pending} case(s) not run" if pending else "", "yellow"),
         )
-        headers = [", ".join(swept) or "case"] + [h for _, h, _ in COLUMNS]
+    )
+    out.print(line(f"  system: {setup_label(rec)}"))
+    for note in rec.manifest.notes:
+        out.print(line(f"  {note}"))
+    for series, srows in by_series(rows).items():
+        swept = rec.series_record(series).swept
+        headers = [", ".join(swept) or "case"] + [m.label for m in SHOWN]
         if dl is not None:
             headers[-1] = f"> {format_ns(dl)}"
-        table_rows = [[r["label"]] + [fmt(r.get(k), dur) for k, _, dur in COLUMNS] for r in srows]
+        table_rows = [[r["label"]] + [fmt(r.get(m.key), m.duration) for m in SHOWN] for r in srows]
         out.print(rich_table(series, headers, table_rows))
-    if rows and not all(r["exact"] for r in rows):
+    if any(r["count"] and r["median"] is None for r in rows):
+        out.print("percentiles unavailable for cases imported without a histogram")
+    if rows and not all(r["exact"] for r in rows if r["median"] is not None):
         out.print("percentiles from histograms: within ±0.4 % (probe) or ±0.5 µs (imported)")
     activity = _activity_lines(rec)
     if activity:
         out.print("system activity while measuring (CPU busy %, switches/s, interrupts/s):")
-        for line in activity:
-            out.print(f"  {line}")
+        for text in activity:
+            out.print(line(f"  {text}"))
+    if verdict_line is not None:
+        out.print(verdict_line)
+    return status
+
+
+def _num(value, digits: str = ",.0f") -> str:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return "?"
+    return format(v, digits) if math.isfinite(v) else "?"
 
 
 def _activity_lines(rec) -> list[str]:
     """One line per finished case when any ran a load: what the system really did."""
     lines, loaded = [], False
-    for case in rec.cases:
-        if case.status != "done":
-            continue
+    for case in rec.done_cases:
         doc = rec.document(case)
         act = doc.get("activity")
         loaded = loaded or bool(doc.get("loads"))
-        if not act:
+        if not isinstance(act, dict):
             continue
-        busy = "/".join(f"{v:.0f}" for v in act["cpu_busy_pct"].values())
+        busy_pct = act.get("cpu_busy_pct")
+        busy = (
+            "/".join(_num(v, ".0f") for v in busy_pct.values())
+            if isinstance(busy_pct, dict)
+            else "?"
+        )
         lines.append(
-            f"{case.series}: {case.name}  {busy} %  {act['ctxt_per_s']:,.0f} ctxt/s  "
-            f"{act['intr_per_s']:,.0f} intr/s"
+            f"{case.series}: {case.name}  {busy} %  {_num(act.get('ctxt_per_s'))} ctxt/s  "
+            f"{_num(act.get('intr_per_s'))} intr/s"
         )
     return lines if loaded else []

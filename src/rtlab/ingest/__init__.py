@@ -1,4 +1,4 @@
-"""Importers: turn other tools' output into rtlab result documents (schema 1)."""
+"""Importers: turn other tools' output into rtlab result documents (the current schema)."""
 
 from rtlab.ingest.cyclictest import read_cyclictest
 

@@ -17,22 +17,44 @@ Layout (rt-tests 2.x):
 
 Some versions print every bucket, others skip rows that are zero for all threads. Lines
 before "# Histogram" (a captured stdout: status lines, "policy: ...") are ignored, and so
-are lines after the summary that are not part of it. Raises UserError with a one-line
-reason (the caller adds the file name).
+are lines after the summary that are not part of it. Lines end at \\n, \\r\\n or \\r. The
+text is scanned without splitting it into a list of lines and only non-zero counts are
+kept, so memory follows the populated buckets, not the number of lines. Every number
+must fit int64. Raises UserError with a one-line reason (the caller adds the file name).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from rtlab.errors import UserError
+from rtlab.ingest._limits import INT64_MAX, MAX_BUCKETS
 
 _NUM = re.compile(r"-?[0-9]{1,30}")
+# A row of plain counts: up to 18 digits is always below 2^63, so no checks needed
+_ROW = re.compile(r"[0-9]{1,18}(?:\s+[0-9]{1,18})+")
+_TEXT_LINE = re.compile(r"^[^\S\n]*+\S[^\n]*", re.MULTILINE)  # a line that is not blank
+_HEAD = "# Histogram"
 # "# Key: values" summary lines; values are one count per thread (+ summary column).
 _SUMMARY = {"Total", "Min Latencies", "Avg Latencies", "Max Latencies", "Histogram Overflows"}
 _REQUIRED = ("Min Latencies", "Avg Latencies", "Max Latencies", "Histogram Overflows")
-_THREAD = re.compile(r"Thread (\d+)")
+_THREAD = re.compile(r"Thread ([0-9]{1,9})")
+_OTHERS = re.compile(r"\s*([0-9]{1,30})\s+others\s*")
+
+
+def _newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, stripped line) of the lines that are not blank, lazily."""
+    lineno, pos = 1, 0
+    for m in _TEXT_LINE.finditer(text):
+        lineno += text.count("\n", pos, m.start())
+        pos = m.start()
+        yield lineno, m.group().strip()
 
 
 def _count(tok: str, where: str) -> int:
@@ -41,6 +63,8 @@ def _count(tok: str, where: str) -> int:
     value = int(tok)
     if value < 0:
         raise UserError(f"{where}: negative count {tok}")
+    if value > INT64_MAX:
+        raise UserError(f"{where}: number {tok} is out of range")
     return value
 
 
@@ -48,8 +72,22 @@ def _fields(text: str, where: str) -> list[int]:
     return [_count(tok, where) for tok in text.split()]
 
 
+def _head_lines(text: str) -> Iterator[int]:
+    """Line numbers of the "# Histogram" lines (of a text with newline line ends)."""
+    lineno, pos, at = 1, 0, text.find(_HEAD)
+    while at >= 0:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        if text[start:end].strip() == _HEAD:
+            lineno += text.count("\n", pos, start)
+            pos = start
+            yield lineno
+        at = text.find(_HEAD, end)
+
+
 def looks_like_histogram(text: str) -> bool:
-    return any(line.strip() == "# Histogram" for line in text.splitlines())
+    return next(_head_lines(_newlines(text)), None) is not None
 
 
 def _overflow_cycles(rest: str, where: str) -> tuple[list[int], int]:
@@ -58,31 +96,71 @@ def _overflow_cycles(rest: str, where: str) -> tuple[list[int], int]:
     cycles = _fields(listed, where)
     more = 0
     if others.strip():
-        m = re.fullmatch(r"\s*(\d+)\s+others\s*", others)
+        m = _OTHERS.fullmatch(others)
         if not m:
             raise UserError(f"{where}: unexpected {others.strip()[:30]!r}")
-        more = int(m.group(1))
+        more = _count(m.group(1), where)
     return cycles, more
+
+
+class _Rows:
+    """The histogram rows, kept as the non-zero counts of each column."""
+
+    def __init__(self) -> None:
+        self.first: tuple[int, int] | None = None  # (line number, count columns)
+        self.bucket = -1  # the last bucket seen
+        self.columns: list[dict[int, int]] = []
+        self.kept = 0  # non-zero counts in columns
+        self.not_sum: tuple[int, int] | None = None  # (line, last column) not the row's sum
+
+    def add(self, lineno: int, line: str) -> None:
+        where = f"line {lineno}"
+        if _ROW.fullmatch(line):
+            bucket, *counts = map(int, line.split())
+        else:  # the slow way, for the message
+            toks = line.split()
+            if len(toks) < 2:
+                raise UserError(f"{where}: not a histogram row: {line[:40]!r}")
+            bucket, *counts = (_count(tok, where) for tok in toks)
+        if self.first is not None and bucket <= self.bucket:
+            raise UserError(f"{where}: bucket {bucket} after bucket {self.bucket}")
+        if self.first is None:
+            self.first = (lineno, len(counts))
+            self.columns = [{} for _ in counts]
+        elif len(counts) != self.first[1]:
+            raise UserError(f"{where}: {len(counts)} count columns, expected {self.first[1]}")
+        self.bucket = bucket
+        if not any(counts):
+            return
+        if self.not_sum is None and len(counts) > 1 and counts[-1] != sum(counts[:-1]):
+            self.not_sum = (lineno, counts[-1])
+        for column, c in zip(self.columns, counts, strict=True):
+            if c:
+                column[bucket] = c
+                self.kept += 1
+        if self.kept > 2 * MAX_BUCKETS:  # the -H summary column may double them
+            raise UserError(f"{where}: more than {MAX_BUCKETS} histogram buckets")
 
 
 def parse_histogram(text: str) -> dict[str, Any]:
     """Return {"threads": [raw thread, ...]} with index, cpu (None), count, min, max, mean
     (whole units as printed), hist {bucket: count} (no zero counts), overflow, and the
     overflow cycle numbers (overflow_cycles, overflow_cycles_omitted)."""
-    lines = text.splitlines()
-    heads = [i for i, line in enumerate(lines) if line.strip() == "# Histogram"]
-    if not heads:
+    text = _newlines(text)
+    heads = _head_lines(text)
+    head = next(heads, None)
+    if head is None:
         raise UserError("no '# Histogram' line (not a cyclictest histogram?)")
-    if len(heads) > 1:
-        raise UserError(f"line {heads[1] + 1}: a second '# Histogram' (concatenated runs?)")
-    rows: list[tuple[int, int, list[int]]] = []  # (line number, bucket, counts)
+    second = next(heads, None)
+    if second is not None:
+        raise UserError(f"line {second}: a second '# Histogram' (concatenated runs?)")
+    rows = _Rows()
     summary: dict[str, tuple[int, list[int]]] = {}
     oflow: dict[int, tuple[list[int], int]] = {}
     in_rows = True
-    for lineno, raw in enumerate(lines[heads[0] + 1 :], start=heads[0] + 2):
-        line = raw.strip()
+    for lineno, line in _lines(text):
         where = f"line {lineno}"
-        if not line:
+        if lineno <= head:
             continue
         if line.startswith("#"):
             key, colon, rest = line[1:].strip().partition(":")
@@ -95,21 +173,9 @@ def parse_histogram(text: str) -> dict[str, Any]:
             elif colon and (m := _THREAD.fullmatch(key)) and not in_rows:
                 oflow[int(m.group(1))] = _overflow_cycles(rest, where)
             continue
-        if not in_rows:
-            continue  # trailing output after the summary
-        toks = line.split()
-        if len(toks) < 2:
-            raise UserError(f"{where}: not a histogram row: {line[:40]!r}")
-        bucket = _count(toks[0], where)
-        if rows and bucket <= rows[-1][1]:
-            raise UserError(f"{where}: bucket {bucket} after bucket {rows[-1][1]}")
-        rows.append((lineno, bucket, [_count(tok, where) for tok in toks[1:]]))
+        if in_rows:  # else trailing output after the summary
+            rows.add(lineno, line)
 
-    if rows:
-        width = len(rows[0][2])
-        for lineno, _, counts in rows:
-            if len(counts) != width:
-                raise UserError(f"line {lineno}: {len(counts)} count columns, expected {width}")
     for key in _REQUIRED:
         if key not in summary:
             raise UserError(f"truncated histogram: no '# {key}:' line")
@@ -126,23 +192,22 @@ def parse_histogram(text: str) -> dict[str, Any]:
                 f"line {lineno}: '# {key}:' has {len(values)} values, "
                 f"expected {nthreads} (one per thread)"
             )
-    if rows:
-        width = len(rows[0][2])
+    columns: list[dict[int, int]] = [{} for _ in range(nthreads)]
+    if rows.first is not None:
+        lineno, width = rows.first
         if width not in (nthreads, nthreads + 1):
             raise UserError(
-                f"line {rows[0][0]}: {width} count columns, expected {nthreads} (one per thread)"
+                f"line {lineno}: {width} count columns, expected {nthreads} (one per thread)"
             )
-        if width == nthreads + 1:  # -H summary column: must be the sum; dropped
-            for lineno, _, counts in rows:
-                if counts[-1] != sum(counts[:-1]):
-                    raise UserError(
-                        f"line {lineno}: last column {counts[-1]} is not the sum "
-                        "of the thread columns"
-                    )
+        if width == nthreads + 1 and rows.not_sum is not None:  # -H summary column
+            lineno, last = rows.not_sum
+            raise UserError(
+                f"line {lineno}: last column {last} is not the sum of the thread columns"
+            )
+        columns = rows.columns[:nthreads]
 
     threads = []
-    for i in range(nthreads):
-        hist = {bucket: counts[i] for _, bucket, counts in rows if counts[i]}
+    for i, hist in enumerate(columns):
         binned = sum(hist.values())
         if "Total" in summary and summary["Total"][1][i] != binned:
             raise UserError(

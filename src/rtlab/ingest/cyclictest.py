@@ -1,4 +1,4 @@
-"""Import cyclictest (rt-tests) output as rtlab result documents (schema 1).
+"""Import cyclictest (rt-tests) output as rtlab result documents (the current schema).
 
 `read_cyclictest(path)` accepts either format cyclictest writes at the end of a run:
 
@@ -32,24 +32,55 @@ Decisions (see docs/result-format.md for the target layout):
   priority), no -p gives "other:0"/"batch:0"/"idle"; --policy=fifo|rr without -p is null
   (the priority cyclictest then picks is version dependent).
 * The text format's overflow cycle numbers are kept in import.threads[i].
+* start_utc/end_utc: null when the JSON start_time/end_time is absent or not a date
+  format we know (e.g. a localized day name); a date that parses but does not exist or
+  lies outside the years 1-9999 (UTC) is an error.
+
+Hostile input (the bounds are in `_limits`): only a regular file of at most 256 MiB is
+read (a FIFO, device or directory is refused before it is opened, and the file is
+opened non-blocking in case one was swapped in). Bytes that are not UTF-8 are replaced
+(U+FFFD), and so are lone surrogates from JSON escapes ('?'). Wrong types anywhere are
+errors naming the field, and so are values outside these ranges (real runs are far
+inside them; they keep every later computation within int64 and exact in float64):
+thread numbers, cpus and histogram buckets below 2^31 (C ints in cyclictest);
+latencies (min, max, avg) of magnitude below 2^62 ns; at most 2^53 samples and 2^22
+non-empty histogram buckets over all threads; avg, when known, within [min, max].
+Options in the cmdline that are no C int give null params, as unparsable ones do.
 """
 
 from __future__ import annotations
 
 import email.utils
 import math
+import os
 import re
 import shlex
-from datetime import UTC, datetime
+import stat
+from datetime import UTC, datetime, timedelta, timezone
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from rtlab.errors import UserError
 from rtlab.ingest._cyclictest_hist import looks_like_histogram, parse_histogram
-from rtlab.ingest._cyclictest_json import parse_json
+from rtlab.ingest._cyclictest_json import clean_text, parse_json
+from rtlab.ingest._limits import (
+    INT32_LIMIT,
+    MAX_BUCKETS,
+    MAX_FILE_BYTES,
+    MAX_LATENCY_NS,
+    MAX_SAMPLES,
+)
+from rtlab.probe import RESULT_SCHEMA
 
 PERCENTILES = ("50", "90", "99", "99.9", "99.99")
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 
 # getopt of cyclictest 2.x: options taking an argument (required / optional).
 # fmt: off
@@ -66,7 +97,7 @@ _LONG_TO_SHORT = {"interval": "i", "loops": "l", "priority": "p", "distance": "d
 
 
 def read_cyclictest(path: Path, *, nsecs: bool | None = None) -> dict[str, Any]:
-    """Read one cyclictest --json file or text histogram as a schema-1 result document.
+    """Read one cyclictest --json file or text histogram as a current-schema result document.
 
     nsecs: for a text histogram, True when cyclictest ran with -N (values in ns); the
     default reads it as µs. Ignored for JSON, which records its resolution.
@@ -74,20 +105,51 @@ def read_cyclictest(path: Path, *, nsecs: bool | None = None) -> dict[str, Any]:
     """
     path = Path(path)
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise UserError(f"{path}: cannot read: {e.strerror or e}") from None
-    try:
-        return _read(path, data.decode("utf-8", errors="replace"), nsecs)
+        text = _read_bytes(path).decode("utf-8", errors="replace")
+        return _read(path, text, nsecs)
     except UserError as e:
+        name = str(path) if str(path).isprintable() else repr(str(path))
         msg = " ".join(str(e).split())
-        raise UserError(f"{path}: {msg}") from None
+        raise UserError(f"{name}: {msg}") from None
+
+
+def _read_bytes(path: Path) -> bytearray:
+    """The whole file, which must be a regular file of at most MAX_FILE_BYTES."""
+    try:
+        _check_regular(os.stat(path))
+        # O_NONBLOCK: a FIFO swapped in after the stat must not block the open, and a
+        # /proc file that waits for data (kmsg) fails instead of blocking the read
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        try:
+            _check_regular(os.fstat(fd))
+            data = bytearray()
+            while len(data) <= MAX_FILE_BYTES:  # st_size is 0 for /proc files: read on
+                chunk = os.read(fd, min(16 << 20, MAX_FILE_BYTES + 1 - len(data)))
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            os.close(fd)
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise UserError(f"cannot read: {why}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise UserError(f"file is larger than {MAX_FILE_BYTES >> 20} MiB")
+    return data
+
+
+def _check_regular(st: os.stat_result) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "a special file")
+        raise UserError(f"cannot read: {kind}, not a regular file")
+    if st.st_size > MAX_FILE_BYTES:
+        raise UserError(f"file is larger than {MAX_FILE_BYTES >> 20} MiB ({st.st_size} bytes)")
 
 
 def _read(path: Path, text: str, nsecs: bool | None) -> dict[str, Any]:
-    if not text.strip():
+    if not text or text.isspace():
         raise UserError("empty file")
-    if text.lstrip().startswith("{"):
+    if re.match(r"\s*\{", text):
         parsed = parse_json(text)
         fmt, unit, meta = "cyclictest-json", parsed["unit_ns"], parsed["meta"]
     elif looks_like_histogram(text):
@@ -99,8 +161,16 @@ def _read(path: Path, text: str, nsecs: bool | None) -> dict[str, Any]:
             "('# Histogram' line)"
         )
     raws = parsed["threads"]
-    if not any(r["count"] for r in raws):
+    for r in raws:
+        _check_ranges(r, unit)
+    total = sum(r["count"] for r in raws)
+    if not total:
         raise UserError("no samples (every thread has zero cycles)")
+    if total > MAX_SAMPLES:
+        raise UserError(f"{total} samples over all threads: more than 2^53")
+    buckets = sum(len(r["hist"] or ()) for r in raws)
+    if buckets > MAX_BUCKETS:
+        raise UserError(f"{buckets} histogram buckets over all threads: more than {MAX_BUCKETS}")
 
     argv = _argv(meta.get("cmdline"))
     opts = _options(argv) if argv else None
@@ -110,7 +180,7 @@ def _read(path: Path, text: str, nsecs: bool | None) -> dict[str, Any]:
         if r["hist"] == {} and not hist_requested:
             r["hist"] = None
         threads.append(_thread(r, unit))
-    imported: dict[str, Any] = {"source": str(path), "format": fmt, "unit_ns": unit}
+    imported: dict[str, Any] = {"source": clean_text(str(path)), "format": fmt, "unit_ns": unit}
     if fmt == "cyclictest-histogram":
         imported["threads"] = [
             {
@@ -123,19 +193,40 @@ def _read(path: Path, text: str, nsecs: bool | None) -> dict[str, Any]:
     code = meta.get("return_code")
     version = meta.get("rt_test_version")
     return {
-        "schema": 1,
+        "schema": RESULT_SCHEMA,
         "tool": "cyclictest",
-        "version": None if version is None else str(version),
+        "version": version,
         "meter": "wakeup",
         "complete": code is None or code == 0,
         "argv": argv,
-        "start_utc": _utc(meta.get("start_time")),
-        "end_utc": _utc(meta.get("end_time")),
+        "start_utc": _utc(meta.get("start_time"), "start_time"),
+        "end_utc": _utc(meta.get("end_time"), "end_time"),
         "host": _host(meta.get("sysinfo")),
         "params": _params(opts, len(raws)),
         "threads": threads,
         "import": imported,
     }
+
+
+def _check_ranges(r: dict[str, Any], unit: int) -> None:
+    """The per-field ranges of the module docstring, for a raw thread of either format."""
+    where = f"thread {r['index']}"
+    if r["index"] >= INT32_LIMIT:
+        raise UserError(f"{where}: thread number is out of range (at most 2^31 - 1)")
+    if r["cpu"] is not None and not 0 <= r["cpu"] < INT32_LIMIT:
+        raise UserError(f"{where}: cpu {r['cpu']} is out of range")
+    if r["count"] > MAX_SAMPLES:
+        raise UserError(f"{where}: cycles {r['count']} is out of range (at most 2^53)")
+    for key, name in (("min", "min"), ("max", "max"), ("mean", "avg")):
+        v = r[key]
+        if v is not None and not abs(v) * unit < MAX_LATENCY_NS:
+            raise UserError(f"{where}: {name} {v} is out of range (below 2^62 ns)")
+    if r["mean"] is not None and not r["min"] <= r["mean"] <= r["max"]:
+        raise UserError(f"{where}: avg {r['mean']} is outside min {r['min']} .. max {r['max']}")
+    if r["hist"] and max(r["hist"]) >= INT32_LIMIT:
+        raise UserError(
+            f"{where}: histogram bucket {max(r['hist'])} is out of range (at most 2^31 - 1)"
+        )
 
 
 def _thread(r: dict[str, Any], unit: int) -> dict[str, Any]:
@@ -232,20 +323,22 @@ def _options(argv: list[str]) -> dict[str, str | None]:
 
 
 def _int_opt(opts: dict[str, str | None], key: str, default: int | None) -> int | None:
+    """The option's integer value; None when it is not a C int (cyclictest's type)."""
     if key not in opts:
         return default
-    try:
-        return int(opts[key] or "")
-    except ValueError:
+    text = (opts[key] or "").strip()
+    if not re.fullmatch(r"[-+]?[0-9]{1,12}", text):
         return None
+    value = int(text)
+    return value if -INT32_LIMIT <= value < INT32_LIMIT else None
 
 
 def _duration_ns(text: str | None) -> int | None:
-    m = re.fullmatch(r"(\d+)([smhd]?)", (text or "").strip().lower())
+    m = re.fullmatch(r"([0-9]{1,12})([smhd]?)", (text or "").strip().lower())
     if not m:
         return None
-    mult = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
-    return int(m.group(1)) * mult * 1_000_000_000 or None
+    seconds = int(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    return seconds * 1_000_000_000 if 0 < seconds < INT32_LIMIT else None
 
 
 def _policy(opts: dict[str, str | None]) -> str | None:
@@ -294,31 +387,48 @@ def _params(opts: dict[str, str | None] | None, nthreads: int) -> dict[str, Any]
     }
 
 
-def _host(sysinfo: Any) -> dict[str, Any] | None:
-    if not isinstance(sysinfo, dict):
+def _host(sysinfo: dict[str, Any] | None) -> dict[str, Any] | None:
+    if sysinfo is None:
         return None
-    uname = {k: sysinfo.get(k) for k in ("sysname", "nodename", "release", "version", "machine")}
-    rt = sysinfo.get("realtime")
     return {
-        "uname": uname,
-        "realtime": int(rt) if isinstance(rt, int | bool) else None,
+        "uname": {k: sysinfo[k] for k in ("sysname", "nodename", "release", "version", "machine")},
+        "realtime": sysinfo["realtime"],
         "cpus_online": None,
         "cpus_configured": None,
     }
 
 
-def _utc(text: Any) -> str | None:
-    """cyclictest's "Sun, 22 Nov 2026 01:00:56 +0000" (or ISO-8601) as ISO-8601 UTC."""
-    if not isinstance(text, str) or not text.strip():
+def _utc(text: str | None, field: str) -> str | None:
+    """cyclictest's "Sun, 22 Nov 2026 01:00:56 +0000" (or ISO-8601) as ISO-8601 UTC.
+
+    None when absent or in no format we know; UserError when it parses but is no date
+    of the years 1-9999 (UTC).
+    """
+    if text is None or not text.strip():
         return None
     try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        try:
-            when = datetime.fromisoformat(text.strip())
-        except ValueError:
+        when = _parse_date(text.strip())
+        if when is None:
             return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    when = when.astimezone(UTC)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        when = when.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise UserError(f"{field} is not a valid date: {text.strip()[:40]!r}") from None
     return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+def _parse_date(text: str) -> datetime | None:
+    """The date of an RFC 2822 or ISO-8601 text, None when it is neither; ValueError or
+    OverflowError when its fields are out of range."""
+    try:
+        parts = email.utils.parsedate_tz(text)
+    except (TypeError, ValueError, IndexError):
+        parts = None
+    if parts is not None:
+        y, mo, d, h, mi, sec, *_, offset = parts
+        tz = None if offset is None else timezone(timedelta(seconds=offset))
+        return datetime(y, mo, d, h, mi, sec, tzinfo=tz)
+    if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9:.,+\-Z]*)?", text):
+        return None
+    return datetime.fromisoformat(text)

@@ -4,132 +4,83 @@ per metric, and what differs between the setups."""
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
-from rtlab.analysis import RATIO_KEYS, rank_test, ratio_table
+from rtlab.analysis import METRICS, RATIO_KEYS, WIN_METRICS, Side, compare_sides
 from rtlab.report._data import CaseData, ExperimentData
 from rtlab.report._tables import Table, _d, _fact, _nan, _plain
 from rtlab.results import case_samples
 
-#: Significance level of the rank test in the comparison.
-ALPHA = 0.01
-#: Metrics compared and won in a comparison: CaseStats key -> header.
-WIN_METRICS = {"mean": "avg", "median": "median", "p99": "p99", "p999": "p99.9", "max": "max"}
 
+def _side(e: ExperimentData) -> Side:
+    def samples(c: CaseData):
+        return case_samples(e.rec, c.case) if c.stats.exact else None
 
-# -- comparison -------------------------------------------------------------------------------
-
-
-def _matching(exps: list[ExperimentData]) -> list[tuple[str, str, list[CaseData]]]:
-    """(series, case name, [case per experiment]) for cases finished in every experiment."""
-    out = []
-    for s in exps[0].series:
-        for c in s.cases:
-            row = [c]
-            for e in exps[1:]:
-                other = next(
-                    (
-                        o
-                        for so in e.series
-                        if so.name == s.name
-                        for o in so.cases
-                        if o.case.name == c.case.name
-                    ),
-                    None,
-                )
-                if other is None:
-                    break
-                row.append(other)
-            if len(row) == len(exps):
-                out.append((s.name, c.case.name, row))
-    return out
+    return Side(e.id, e.setup, e.cases(), lambda c: c.stats, samples)
 
 
 def comparison_tables(exps: list[ExperimentData]) -> list[Table]:
     """Ratios to the first experiment with a rank test, wins per metric, what differs."""
     base = exps[0]
-    match = _matching(exps)
+    comp = compare_sides([_side(e) for e in exps])
+    wanted = [METRICS[k] for k in WIN_METRICS]
     ratios = Table(
         "compare",
         f"Ratios to {base.setup} (the first experiment)",
         ["setup", "series", "case"]
-        + [f"{h} ratio" for h in WIN_METRICS.values()]
+        + [f"{m.label} ratio" for m in wanted]
         + ["p (rank test)", "differs"],
         csv_columns=["baseline", "other", "series", "case"]
         + [f"{k}_ratio" for k in RATIO_KEYS]
         + ["p_value", "effect_size", "significant"],
     )
-    samples: dict[tuple[int, int], Any] = {}
-    for series, case, row in match:
-        a = row[0]
-        sa = _samples(base, a, samples, 0)
-        for j, (e, b) in enumerate(zip(exps[1:], row[1:], strict=True), start=1):
-            r = ratio_table(a.stats, b.stats)
-            sb = _samples(e, b, samples, j) if sa is not None else None
-            rt = rank_test(sa, sb) if sa is not None and sb is not None else None
-            sig = None if rt is None else rt.pvalue < ALPHA
-            ratios.rows.append(
-                [e.setup, series, case]
-                + [_ratio(r.get(k)) for k in WIN_METRICS]
-                + [
-                    "n/a (no raw samples)" if rt is None else f"{rt.pvalue:.2g}",
-                    "-" if rt is None else ("yes" if sig else "no"),
-                ]
-            )
-            ratios.csv_rows.append(
-                {
-                    "baseline": base.id,
-                    "other": e.id,
-                    "series": series,
-                    "case": case,
-                    **{f"{k}_ratio": _plain(r.get(k)) for k in RATIO_KEYS},
-                    "p_value": None if rt is None else rt.pvalue,
-                    "effect_size": None if rt is None else rt.effect_size,
-                    "significant": sig,
-                }
-            )
+    for row in comp.rows:
+        rt = row.rank_test
+        ratios.rows.append(
+            [row.other_setup, row.series, row.case]
+            + [_ratio(row.ratios.get(m.key)) for m in wanted]
+            + [
+                "n/a (no raw samples)" if rt is None else f"{rt.pvalue:.2g}",
+                "-" if rt is None else ("yes" if row.significant else "no"),
+            ]
+        )
+        ratios.csv_rows.append(
+            {
+                "baseline": row.baseline,
+                "other": row.other,
+                "series": row.series,
+                "case": row.case,
+                **{f"{k}_ratio": _plain(row.ratios.get(k)) for k in RATIO_KEYS},
+                "p_value": None if rt is None else rt.pvalue,
+                "effect_size": None if rt is None else rt.effect_size,
+                "significant": row.significant,
+            }
+        )
     wins = Table(
         "wins",
         "Which setup wins (lowest value) per series and metric",
-        ["series", *list(WIN_METRICS.values())],
+        ["series", *[m.label for m in wanted]],
         csv_columns=["series", "metric", "setup", "wins", "cases"],
     )
-    by_series: dict[str, list[list[CaseData]]] = {}
-    for series, _, row in match:
-        by_series.setdefault(series, []).append(row)
-    for series, rows in by_series.items():
+    tallies = {m.key: comp.wins(m.key) for m in wanted}
+    for series in dict.fromkeys(s for s, _, _ in comp.matched):
         cells = [series]
-        for key in WIN_METRICS:
-            tally = [0] * len(exps)
-            for row in rows:
-                vals = [float(getattr(c.stats, key)) for c in row]
-                if any(math.isnan(v) for v in vals) or len(set(vals)) == 1:
-                    continue
-                tally[vals.index(min(vals))] += 1
+        for m in wanted:
+            tally, n = tallies[m.key][series]
             best = max(range(len(exps)), key=lambda i: tally[i])
-            cells.append(
-                f"{exps[best].setup} ({tally[best]} of {len(rows)})" if tally[best] else "tie"
-            )
+            cells.append(f"{exps[best].setup} ({tally[best]} of {n})" if tally[best] else "tie")
             for i, e in enumerate(exps):
                 wins.csv_rows.append(
                     {
                         "series": series,
-                        "metric": key,
+                        "metric": m.key,
                         "setup": e.setup,
                         "wins": tally[i],
-                        "cases": len(rows),
+                        "cases": n,
                     }
                 )
         wins.rows.append(cells)
     return [ratios, wins, differences_table(exps)]
-
-
-def _samples(e: ExperimentData, c: CaseData, cache: dict, j: int):
-    key = (j, c.case.index)
-    if key not in cache:
-        cache[key] = case_samples(e.rec, c.case) if c.stats.exact else None
-    return cache[key]
 
 
 def _ratio(v: float | None) -> str:
@@ -150,7 +101,7 @@ def differences_table(exps: list[ExperimentData]) -> Table:
         keys += [k for k in e.system if k not in keys and k != "schema"]
     items += [(f"system: {k}", [e.system.get(k) for e in exps]) for k in keys]
     for k in ("source", "scale"):
-        items.append((f"experiment: {k}", [e.rec.manifest.get(k) for e in exps]))
+        items.append((f"experiment: {k}", [getattr(e.rec.manifest, k) for e in exps]))
     items.append(("deadline", [_d(e.deadline_ns) for e in exps]))
     pkeys: list[str] = []
     for e in exps:

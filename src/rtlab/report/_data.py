@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from rtlab.analysis import CaseStats, Histogram, bucket_index, document_case_stats
+from rtlab.analysis import CaseStats, Histogram, bucket_index
 from rtlab.errors import UserError
-from rtlab.results import case_samples, row_label, setup_labels
-from rtlab.store import CaseRecord, ExperimentRecord
+from rtlab.records import CaseRecord
+from rtlab.results import case_samples, case_stats, effective_deadline, setup_labels
+from rtlab.store import ExperimentRecord
 
 #: Outlier dots drawn per box at most (a log axis cannot show more apart).
 MAX_DOTS = 60
@@ -52,6 +53,14 @@ class CaseData:
     outliers: np.ndarray  # ns, one dot each
     outlier_source: str  # "raw" or "histogram"
     outlier_note: str  # how the dots were chosen, for text alternatives
+
+    @property
+    def series(self) -> str:
+        return self.case.series
+
+    @property
+    def name(self) -> str:
+        return self.case.name
 
     @property
     def hist(self) -> Histogram:
@@ -183,8 +192,7 @@ def _hist_outliers(
 
 def _case(rec: ExperimentRecord, case: CaseRecord, deadline_ns: int | None) -> CaseData:
     doc = rec.document(case)
-    doc_dir = (rec.path / str(case.document)).parent
-    st = document_case_stats(doc, doc_dir, deadline_ns=deadline_ns)
+    st = case_stats(rec, case, deadline_ns, doc)
     threads = [_thread(t) for t in doc.get("threads") or []]
     hist = Histogram.merge(t.hist for t in threads)
     if st.count == 0:
@@ -197,7 +205,7 @@ def _case(rec: ExperimentRecord, case: CaseRecord, deadline_ns: int | None) -> C
         source = "histogram"
     return CaseData(
         case=case,
-        label=row_label(case),
+        label=case.label,
         stats=st,
         threads=threads,
         complete=bool(doc.get("complete", True)),
@@ -239,20 +247,16 @@ def collect(recs: list[ExperimentRecord], deadline_ns: int | None = None) -> lis
     labels = setup_labels(recs) if len(recs) > 1 else [recs[0].id] if recs else []
     out = []
     for rec, label in zip(recs, labels, strict=True):
-        dl = deadline_ns if deadline_ns is not None else rec.manifest.get("deadline_ns")
-        meta = {s["name"]: s for s in rec.manifest.get("series", []) if isinstance(s, dict)}
+        dl = effective_deadline(rec, deadline_ns)
         series: dict[str, SeriesData] = {}
         pending = []
         for case in rec.cases:
             if case.series not in series:
-                m = meta.get(case.series, {})
+                m = rec.series_record(case.series)
                 series[case.series] = SeriesData(
-                    case.series,
-                    str(m.get("description") or ""),
-                    list(m.get("swept") or case.swept.keys()),
-                    [],
+                    case.series, m.description, m.swept or list(case.swept), []
                 )
-            if case.status != "done":
+            if not case.done:
                 pending.append(case)
                 continue
             series[case.series].cases.append(_case(rec, case, dl))

@@ -65,6 +65,7 @@ class Report:
     csv: list[Path]
     figures: int
     tables: int
+    experiments: list[ExperimentData] = field(default_factory=list)
 
 
 def _svg_figures(plots: list[tuple[str, Plot]]) -> list[Figure]:
@@ -133,15 +134,15 @@ def _experiments_summary(exps: list[ExperimentData]) -> list[dict[str, Any]]:
                 "id": e.id,
                 "setup": e.setup,
                 "name": e.rec.name,
-                "description": e.rec.manifest.get("description") or "",
-                "source": e.rec.manifest.get("source") or "",
-                "created": e.rec.manifest.get("created_utc") or (starts[0] if starts else ""),
+                "description": e.rec.manifest.description,
+                "source": e.rec.manifest.source,
+                "created": e.rec.manifest.created_utc or (starts[0] if starts else ""),
                 "measured": sum(c.elapsed_ns for c in cases) / 1e9,
                 "cases": f"{len(cases)} of {len(cases) + len(e.pending)}",
                 "samples": sum(c.stats.count for c in cases),
                 "exact": all(c.stats.exact for c in cases),
                 "deadline": format_ns(e.deadline_ns) if e.deadline_ns is not None else "none",
-                "notes": [str(n) for n in e.rec.manifest.get("notes", [])],
+                "notes": list(e.rec.manifest.notes),
                 "incomplete": e.incomplete,
             }
         )
@@ -323,4 +324,5 @@ def write_report(
         csv=[t for t, _ in list(files.items())[1:]],
         figures=sum(len(s.figures) for s in sections),
         tables=len(tables),
+        experiments=exps,  # type: ignore[arg-type]
     )

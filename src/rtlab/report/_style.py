@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from matplotlib.ticker import (
     FuncFormatter,
     LogFormatter,
@@ -19,6 +20,7 @@ from matplotlib.ticker import (
 )
 
 from rtlab.errors import UserError
+from rtlab.probe import one_line
 from rtlab.report._data import LOAD_KEY, CaseData, ExperimentData, SeriesData, collect
 from rtlab.store import ExperimentRecord
 
@@ -139,8 +141,8 @@ def _log_us(axis, lo_us: float, hi_us: float) -> None:
 
 
 def lean(fig: Figure) -> None:
-    """No minor ticks on log axes: they add nothing the grid does not and cost most of
-    the drawing time."""
+    """No minor ticks on log axes (they add nothing the grid does not and cost most of
+    the drawing time), no repeated inner tick labels, no raw control characters."""
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             if axis.get_scale() == "log":
@@ -162,6 +164,10 @@ def lean(fig: Figure) -> None:
                     ax.tick_params(axis="x", labelbottom=False)
             if ax.get_shared_y_axes().get_siblings(ax) != [ax] and not ss.is_first_col():
                 ax.tick_params(axis="y", labelleft=False)
+    for text in fig.findobj(Text):  # names from files and systems: control characters shown
+        shown = one_line(text.get_text())
+        if shown != text.get_text():
+            text.set_text(shown)
 
 
 def x_label(key: str | None) -> str:

@@ -8,9 +8,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from rtlab.analysis import EXPORT_METRICS, METRICS, TABLE_COUNTS, TABLE_METRICS
 from rtlab.report._data import ExperimentData
 from rtlab.report._style import case_title
-from rtlab.results import COLUMNS
 from rtlab.units import format_ns
 
 #: Boot parameters that partition CPUs or quiet them for real-time work.
@@ -344,32 +344,9 @@ def load_table(exps: list[ExperimentData], loads: list[int]) -> Table:
     return t
 
 
-STATS_CSV = [
-    "experiment",
-    "setup",
-    "series",
-    "case",
-    "count",
-    "min",
-    "mean",
-    "median",
-    "p90",
-    "p99",
-    "p999",
-    "p9999",
-    "max",
-    "jitter",
-    "stddev",
-    "q1",
-    "q3",
-    "whisker_low",
-    "whisker_high",
-    "outliers",
-    "overruns",
-    "deadline_ns",
-    "deadline_misses",
-    "exact",
-]
+STATS_CSV = ["experiment", "setup", "series", "case", *EXPORT_METRICS, "deadline_ns"]
+#: Columns of the full statistics table.
+STATS_COLUMNS = [METRICS[k] for k in (*TABLE_METRICS, *TABLE_COUNTS)]
 
 
 def stats_table(exps: list[ExperimentData]) -> Table:
@@ -377,14 +354,18 @@ def stats_table(exps: list[ExperimentData]) -> Table:
     t = Table(
         "stats",
         "Full statistics",
-        (["setup"] if many else []) + ["series", "case", "samples"] + [h for _, h, _ in COLUMNS],
+        (["setup"] if many else [])
+        + ["series", "case", "samples"]
+        + [m.label for m in STATS_COLUMNS],
         csv_columns=STATS_CSV,
     )
     for e in exps:
         for s in e.series:
             for c in s.cases:
                 d = c.stats.to_dict()
-                cells = [_d(d.get(k)) if dur else _count(d.get(k)) for k, _, dur in COLUMNS]
+                cells = [
+                    _d(d.get(m.key)) if m.duration else _count(d.get(m.key)) for m in STATS_COLUMNS
+                ]
                 t.rows.append(
                     ([e.setup] if many else [])
                     + [s.name, case_title(s, c), str(c.stats.count)]

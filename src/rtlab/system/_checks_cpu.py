@@ -119,7 +119,7 @@ class IdleExitLatency(Check):
         fix = (
             f"for c in {cpu_nums}; do for s in {states}; do echo 1 > {CPU}/cpu$c/cpuidle/$s/"
             "disable; done; done; or hold /dev/cpu_dma_latency at 0 "
-            "(rtlab-probe wakeup --dma-latency 0)"
+            "(rtlab-probe wakeup --dma-latency 0us)"
         )
         return (FAIL if ctx.deadline_ns else WARN), fix
 

@@ -1,0 +1,131 @@
+"""Checks of a result document's structure (docs/result-format.md) before anything reads it.
+
+A document that passes can be shown, compared and reported: every number rtlab computes
+with is of the documented type and fits int64. One that does not gives a one-line
+UserError naming the key, never an exception deep in the statistics.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from rtlab.errors import UserError
+
+INT64_MAX = 2**63 - 1
+
+
+class _Where:
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, key: str, what: str) -> None:
+        raise UserError(f"{self.source}: {key} {what}")
+
+    def int(self, value: Any, key: str, *, lo: int = -INT64_MAX - 1, none: bool = True) -> None:
+        if value is None and none:
+            return
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(key, f"must be an integer, not {type(value).__name__}")
+        if not lo <= value <= INT64_MAX:
+            self.fail(key, f"is out of range ({value})")
+
+    def num(self, value: Any, key: str) -> None:
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.fail(key, f"must be a number, not {type(value).__name__}")
+        if not math.isfinite(value) or abs(value) > INT64_MAX:
+            self.fail(key, f"is out of range ({value})")
+
+    def typed(self, value: Any, key: str, types: type | tuple[type, ...]) -> None:
+        if value is not None and not isinstance(value, types):
+            self.fail(key, f"has the wrong type ({type(value).__name__})")
+
+
+def _histogram(w: _Where, h: Any, key: str) -> None:
+    if h is None:
+        return
+    w.typed(h, key, Mapping)
+    w.typed(h.get("unit"), f"{key}.unit", str)
+    w.int(h.get("overflow"), f"{key}.overflow", lo=0)
+    buckets = h.get("buckets")
+    w.typed(buckets, f"{key}.buckets", list)
+    for i, b in enumerate(buckets or []):
+        if not isinstance(b, list) or len(b) != 3:
+            w.fail(f"{key}.buckets[{i}]", "must be [lower, upper, count]")
+        for v, name in zip(b, ("lower", "upper", "count"), strict=True):
+            w.int(v, f"{key}.buckets[{i}].{name}", lo=0, none=False)
+        if b[0] > b[1]:
+            w.fail(f"{key}.buckets[{i}]", "has lower > upper")
+
+
+def _series(w: _Where, s: Any, key: str) -> None:
+    if s is None:
+        return
+    w.typed(s, key, Mapping)
+    for name in ("min_ns", "mean_ns", "max_ns", "count"):
+        values = s.get(name)
+        w.typed(values, f"{key}.{name}", list)
+        for i, v in enumerate(values or []):
+            if name == "count":
+                w.int(v, f"{key}.count[{i}]", lo=0)
+            else:
+                w.num(v, f"{key}.{name}[{i}]")
+
+
+def _thread(w: _Where, t: Any, key: str) -> None:
+    if not isinstance(t, Mapping):
+        w.fail(key, "must be an object")
+    for name in ("index", "cpu", "tid", "period_ns", "min_ns", "max_ns"):
+        w.int(t.get(name), f"{key}.{name}")
+    for name in ("count", "overruns", "lost", "raw_samples"):
+        w.int(t.get(name), f"{key}.{name}", lo=0)
+    for name in ("mean_ns", "stddev_ns"):
+        w.num(t.get(name), f"{key}.{name}")
+    w.typed(t.get("raw_file"), f"{key}.raw_file", str)
+    pct = t.get("percentiles_ns")
+    w.typed(pct, f"{key}.percentiles_ns", Mapping)
+    for q, v in (pct or {}).items():
+        w.num(v, f"{key}.percentiles_ns.{q}")
+    _histogram(w, t.get("histogram"), f"{key}.histogram")
+    worst = t.get("worst")
+    w.typed(worst, f"{key}.worst", list)
+    for i, x in enumerate(worst or []):
+        w.typed(x, f"{key}.worst[{i}]", Mapping)
+        for name in ("latency_ns", "cycle", "t_ns"):
+            w.int((x or {}).get(name), f"{key}.worst[{i}].{name}")
+    _series(w, t.get("series"), f"{key}.series")
+    if t.get("count"):
+        if t.get("min_ns") is None or t.get("max_ns") is None:
+            w.fail(key, "has samples but no min_ns/max_ns")
+        if t["min_ns"] > t["max_ns"]:
+            w.fail(key, "has min_ns > max_ns")
+
+
+def check_document(doc: Any, source: str) -> None:
+    """UserError (one line) unless DOC has the documented structure and ranges."""
+    w = _Where(source)
+    if not isinstance(doc, Mapping):
+        w.fail("document", "must be a JSON object")
+    threads = doc.get("threads")
+    if not isinstance(threads, list):
+        w.fail("threads", "must be a list")
+    for i, t in enumerate(threads):
+        _thread(w, t, f"threads[{i}]")
+    w.typed(doc.get("complete"), "complete", bool)
+    w.int(doc.get("elapsed_ns"), "elapsed_ns", lo=0)
+    for name in ("start_utc", "end_utc", "meter", "tool", "version"):
+        w.typed(doc.get(name), name, str)
+    w.typed(doc.get("loads"), "loads", list)
+    w.typed(doc.get("params"), "params", Mapping)
+    activity = doc.get("activity")
+    w.typed(activity, "activity", Mapping)
+    if activity:
+        busy = activity.get("cpu_busy_pct")
+        w.typed(busy, "activity.cpu_busy_pct", Mapping)
+        for cpu, v in (busy or {}).items():
+            w.num(v, f"activity.cpu_busy_pct.{cpu}")
+        for name in ("ctxt_per_s", "intr_per_s"):
+            w.num(activity.get(name), f"activity.{name}")
