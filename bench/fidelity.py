@@ -259,7 +259,7 @@ class Runner:
             pts, cycles, over = cyclictest_hist(doc)
         else:
             pts, cycles, over = probe_hist(doc)
-            lost = sum(int(t.get("lost", 0)) for t in doc["threads"])
+            lost = sum(int(t.get("raw_lost", 0)) for t in doc["threads"])
             if lost:
                 print("  warning: %s lost %d raw samples" % (variant, lost), file=sys.stderr)
         expect = self.a.loops * self.nthreads

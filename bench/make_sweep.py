@@ -52,7 +52,7 @@ def document(x: np.ndarray, policy: str, loads: int, host: str) -> dict:
     worst = np.argsort(x, kind="stable")[::-1][:16]
     name, _, prio = policy.partition(":")
     return {
-        "schema": 2,
+        "schema": 3,
         "tool": "rtlab-probe",
         "version": "synthetic",
         "meter": "wakeup",
@@ -89,7 +89,7 @@ def document(x: np.ndarray, policy: str, loads: int, host: str) -> dict:
                 },
                 "percentiles_rel_error": 0.5 / 128,
                 "overruns": 0,
-                "lost": 0,
+                "raw_lost": 0,
                 "histogram": hist.to_document(),
                 "worst": [
                     {"latency_ns": int(x[i]), "cycle": int(i), "t_ns": int(i) * INTERVAL_NS}

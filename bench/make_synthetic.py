@@ -74,7 +74,7 @@ def document(s: Summary, hist: Histogram, argv: list[str], elapsed_ns: int) -> d
     est = stats_from_histogram(hist, minimum=s.vmin, maximum=s.vmax, mean=mean, stddev=stddev)
     now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
     return {
-        "schema": 2,
+        "schema": 3,
         "tool": "rtlab-probe",
         "version": "synthetic",
         "meter": "wakeup",
@@ -141,7 +141,7 @@ def document(s: Summary, hist: Histogram, argv: list[str], elapsed_ns: int) -> d
                 },
                 "percentiles_rel_error": 0.5 / 128,
                 "overruns": 0,
-                "lost": 0,
+                "raw_lost": 0,
                 "raw_file": "000.raw",
                 "raw_samples": s.n,
                 "histogram": hist.to_document(),

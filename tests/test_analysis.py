@@ -386,7 +386,7 @@ def thread_doc(x: np.ndarray, index: int, raw_file: str | None = None, **extra: 
         "mean_ns": float(x.mean()),
         "stddev_ns": float(x.std(ddof=1)) if x.size > 1 else None,
         "overruns": index + 1,
-        "lost": 0,
+        "raw_lost": 0,
         "histogram": Histogram.from_samples(x).to_document(),
         **extra,
     }
@@ -433,9 +433,9 @@ def test_document_uses_raw_files_when_all_present(tmp_path: Path) -> None:
     for p, x in zip(per, xs, strict=True):
         assert_exact(p, x)
     assert not document_case_stats(doc, tmp_path, prefer_raw=False).exact
-    threads[1]["lost"] = 5  # the raw file lacks samples: fall back to the histograms
+    threads[1]["raw_lost"] = 5  # the raw file lacks samples: fall back to the histograms
     assert not document_case_stats(doc, tmp_path).exact
-    threads[1]["lost"] = 0
+    threads[1]["raw_lost"] = 0
     (tmp_path / "run.raw.2").unlink()
     assert not document_case_stats(doc, tmp_path).exact
     assert [p.exact for p in per_thread_stats(doc, tmp_path)] == [True, True, False]

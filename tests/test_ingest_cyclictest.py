@@ -40,7 +40,7 @@ def check_invariants(doc: dict) -> None:
     assert any(t["count"] for t in doc["threads"])
     for t in doc["threads"]:
         assert (t["tid"], t["period_ns"], t["policy"], t["stddev_ns"]) == (None,) * 4
-        assert (t["overruns"], t["lost"], t["worst"], t["series"]) == (0, 0, [], None)
+        assert (t["overruns"], t["raw_lost"], t["worst"], t["series"]) == (0, 0, [], None)
         h, pct = t["histogram"], t["percentiles_ns"]
         if t["count"] == 0:
             assert t["min_ns"] is t["max_ns"] is t["mean_ns"] is None
@@ -366,7 +366,7 @@ def test_golden_handmade_nsecs_json_whole_document():
                     "99.99": 25000,
                 },
                 "overruns": 0,
-                "lost": 0,
+                "raw_lost": 0,
                 "histogram": {
                     "unit": "ns",
                     "overflow": 1,

@@ -194,13 +194,20 @@ def test_run_feeds_progress_and_returns_the_document(tmp_path):
 
 
 def test_schema_1_documents_migrate():
-    old = {"schema": 1, "threads": [], "threshold_exceeded": True, "params": {"threshold_ns": 5}}
+    thread = {"index": 0, "count": 0, "lost": 7}
+    old = {
+        "schema": 1,
+        "threads": [thread],
+        "threshold_exceeded": True,
+        "params": {"threshold_ns": 5},
+    }
     doc = migrate(old, "x.json")
-    assert doc["schema"] == RESULT_SCHEMA == 2
+    assert doc["schema"] == RESULT_SCHEMA == 3
     assert doc["deadline_exceeded"] is True and doc["params"] == {"deadline_ns": 5}
-    assert "threshold_exceeded" in old  # the caller's document is left as it was
+    assert doc["threads"] == [{"index": 0, "count": 0, "raw_lost": 7}]
+    assert "threshold_exceeded" in old and "lost" in thread  # the caller's is left as it was
     with pytest.raises(UserError, match="newer than this rtlab"):
-        migrate({"schema": 3, "threads": []}, "x.json")
+        migrate({"schema": 4, "threads": []}, "x.json")
 
 
 PDEATHSIG = """

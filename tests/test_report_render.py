@@ -48,10 +48,16 @@ def runs(tmp_path_factory):
     toml = base / "render.toml"
     toml.write_text(SMALL)
     out = base / "results"
-    assert main(["run", str(toml), "--out", str(out), "--raw", "--deadline", "1ms"]) == 0
+    rc = main(["run", str(toml), "--out", str(out), "--raw", "--deadline", "1ms"])
     assert main(["run", str(toml), "--out", str(out)]) == 0
     ids = sorted(p.name for p in out.iterdir() if p.is_dir())
+    assert rc == _verdict_status(out / ids[0] / "report.verdict.csv")
     return out, ids
+
+
+def _verdict_status(path) -> int:
+    """The exit status a report's verdict table implies: 1 when a series failed."""
+    return int(any(r["verdict"] == "FAIL" for r in read_csv(path)))
 
 
 def test_run_writes_its_report(runs, capsys):
@@ -69,7 +75,7 @@ def test_two_real_experiments_every_figure_and_table(runs, rtlab, tmp_path):
     out, ids = runs
     html_path = tmp_path / "two.html"
     rc, _, err = rtlab("report", *ids, "--results", str(out), "-o", str(html_path))
-    assert rc == 0, err
+    assert rc == _verdict_status(tmp_path / "two.verdict.csv"), err
     html = html_path.read_text()
     figures = [dict(a)["id"] for t, a in tags_of(html).tags if t == "figure"]
     assert figures == [
@@ -158,7 +164,7 @@ def test_report_renders_in_chromium(runs, rtlab, tmp_path):
     out, ids = runs
     html_path = tmp_path / "two.html"
     rc, _, err = rtlab("report", *ids, "--results", str(out), "-o", str(html_path))
-    assert rc == 0, err
+    assert rc == _verdict_status(tmp_path / "two.verdict.csv"), err
     source = html_path.read_text()
     assert "<script" not in source.lower()  # nothing runs: the DOM is the document
 

@@ -72,6 +72,22 @@ struct meter {
 	void (*loop)(struct mthread *t, const void *params, const struct run_ctl *ctl);
 	/* Meter-specific entries of "params" in the result document. */
 	void (*params_json)(struct jw *w, const void *params);
+
+	/* Optional hooks (NULL: nothing to do). */
+	/* Bytes of per-thread meter state at mthread.mstate, zeroed, allocated before
+	 * measuring. */
+	size_t thread_state_size;
+	/* In the measuring thread after its affinity and policy are set, before the start
+	 * barrier: timers, file descriptors, helper threads. 0, or -errno with a reason
+	 * (the run then exits 3: the system refused). May change the thread's policy. */
+	int (*thread_setup)(struct mthread *t, const void *params, char *err, size_t errlen);
+	/* In the measuring thread after its loop, also when the loop never ran (a setup
+	 * failed, this one's perhaps half-way): undo what thread_setup did. */
+	void (*thread_teardown)(struct mthread *t, const void *params);
+	/* Meter-specific keys of one "threads[i]" object. */
+	void (*thread_json)(struct jw *w, const struct mthread *t, const void *params);
+	/* Meter-specific top-level keys of the result document. */
+	void (*doc_json)(struct jw *w, const void *params, const struct mthread *threads, int n);
 };
 
 struct load_spec;

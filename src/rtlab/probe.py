@@ -21,7 +21,8 @@ from rtlab.resultdoc import check_document
 
 #: Version of the probe's result document. 2: `threshold` became `deadline`
 #: (params.threshold_ns -> params.deadline_ns, threshold_exceeded -> deadline_exceeded).
-RESULT_SCHEMA = 2
+#: 3: threads[].lost (raw samples dropped) -> raw_lost; `lost` is a meter's lost events.
+RESULT_SCHEMA = 3
 
 # Probe exit codes (docs/result-format.md, README).
 EXIT_OK, EXIT_THRESHOLD, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_INTERNAL = 0, 1, 2, 3, 4
@@ -272,6 +273,8 @@ def migrate(doc: dict, source: str) -> dict:
         raise UserError(f"{source}: unknown result schema {schema}")
     if schema == 1:
         doc = _v1_to_v2(doc)
+    if doc.get("schema") == 2:
+        doc = _v2_to_v3(doc)
     if not isinstance(doc.get("threads"), list):
         raise UserError(f"{source}: result document has no 'threads' list")
     check_document(doc, source)
@@ -288,6 +291,19 @@ def _v1_to_v2(doc: dict) -> dict:
         doc["params"] = {k: v for k, v in params.items() if k != "threshold_ns"}
         doc["params"]["deadline_ns"] = params["threshold_ns"]
     return doc
+
+
+def _v2_to_v3(doc: dict) -> dict:
+    """threads[].lost counted dropped raw samples: now raw_lost."""
+    threads = doc.get("threads")
+    if isinstance(threads, list):
+        threads = [
+            {("raw_lost" if k == "lost" else k): v for k, v in t.items()}
+            if isinstance(t, dict)
+            else t
+            for t in threads
+        ]
+    return dict(doc, schema=3, threads=threads)
 
 
 def load_document(path: Path) -> dict:

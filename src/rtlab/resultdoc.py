@@ -80,7 +80,7 @@ def _thread(w: _Where, t: Any, key: str) -> None:
         w.fail(key, "must be an object")
     for name in ("index", "cpu", "tid", "period_ns", "min_ns", "max_ns"):
         w.int(t.get(name), f"{key}.{name}")
-    for name in ("count", "overruns", "lost", "raw_samples"):
+    for name in ("count", "overruns", "lost", "raw_lost", "raw_samples"):
         w.int(t.get(name), f"{key}.{name}", lo=0)
     for name in ("mean_ns", "stddev_ns"):
         w.num(t.get(name), f"{key}.{name}")

@@ -55,7 +55,7 @@ def check_thread(t: dict, loops: int | None = None) -> None:
             assert t["min_ns"] <= lo <= mean <= hi <= t["max_ns"]
         else:
             assert lo is None and hi is None
-    assert t["overruns"] >= 0 and t["lost"] == 0
+    assert t["overruns"] >= 0 and t["raw_lost"] == 0
 
 
 @needs_root
@@ -63,7 +63,7 @@ def test_document_structure_per_cpu(wakeup):
     cpus = online_cpus()
     cp, doc = wakeup("--cpus", ",".join(map(str, cpus)), "--loops", "300", "--policy", "fifo:50")
     assert cp.returncode == 0, cp.stderr
-    assert doc["schema"] == 2 and doc["tool"] == "rtlab-probe" and doc["meter"] == "wakeup"
+    assert doc["schema"] == 3 and doc["tool"] == "rtlab-probe" and doc["meter"] == "wakeup"
     assert doc["complete"] is True and doc["stop_reason"] == "loops"
     assert doc["argv"][1:3] == ["wakeup", "--cpus"]
     assert doc["start_utc"].endswith("Z") and doc["start_utc"] <= doc["end_utc"]
@@ -321,7 +321,7 @@ def test_raw_capture_matches_document(wakeup, tmp_path):
     assert cp.returncode == 0, cp.stderr
     for t in doc["threads"]:
         path = raw if len(doc["threads"]) == 1 else tmp_path / f"samples.raw.{t['index']}"
-        assert t["raw_file"] == str(path) and t["raw_samples"] == 500 and t["lost"] == 0
+        assert t["raw_file"] == str(path) and t["raw_samples"] == 500 and t["raw_lost"] == 0
         head, samples = read_raw(path)
         assert head == (b"RTLABRAW", 1, 64, t["index"], t["cpu"], 200_000, 8)
         assert len(samples) == t["count"] == 500

@@ -13,7 +13,7 @@
 #include "run.h"
 #include "timeutil.h"
 
-#define RESULT_SCHEMA 2 /* 2: threshold -> deadline (docs/result-format.md) */
+#define RESULT_SCHEMA 3 /* 2: threshold -> deadline; 3: threads[].lost -> raw_lost */
 
 static const struct {
 	const char *key;
@@ -105,7 +105,7 @@ static void series_json(struct jw *w, const struct series *s)
 	jw_obj_end(w);
 }
 
-static void thread_json(struct jw *w, const struct mthread *t)
+static void thread_json(struct jw *w, const struct run *r, const struct mthread *t)
 {
 	uint64_t n = thread_count(t);
 	double mean = n ? (double)MT_GET(t, sum_ns) / (double)n : NAN;
@@ -142,7 +142,7 @@ static void thread_json(struct jw *w, const struct mthread *t)
 	jw_obj_end(w);
 	jw_kdouble(w, "percentiles_rel_error", 0.5 / HIST_HALF);
 	jw_kuint(w, "overruns", t->overruns);
-	jw_kuint(w, "lost", t->lost);
+	jw_kuint(w, "raw_lost", t->raw_lost);
 	if (t->ring) {
 		jw_kstr(w, "raw_file", t->raw_path);
 		jw_kuint(w, "raw_samples", t->ring->written);
@@ -163,6 +163,8 @@ static void thread_json(struct jw *w, const struct mthread *t)
 	jw_arr_end(w);
 	jw_key(w, "series");
 	series_json(w, &t->series);
+	if (r->m->thread_json)
+		r->m->thread_json(w, t, r->mparams);
 	jw_obj_end(w);
 }
 
@@ -257,8 +259,10 @@ void report_json(const struct run *r, FILE *f)
 	jw_key(&w, "threads");
 	jw_arr_begin(&w);
 	for (int i = 0; i < r->nthreads; i++)
-		thread_json(&w, &r->th[i]);
+		thread_json(&w, r, &r->th[i]);
 	jw_arr_end(&w);
+	if (r->m->doc_json)
+		r->m->doc_json(&w, r->mparams, r->th, r->nthreads);
 	jw_obj_end(&w);
 	fputc('\n', f);
 }
@@ -309,7 +313,7 @@ void report_summary(const struct run *r, FILE *f)
 		format_duration(MT_GET(t, max_ns), mx, sizeof(mx));
 		fprintf(f, "T%d cpu %s %s: %llu cycles  min %s  p50 %s  p99 %s  max %s  overruns %llu%s\n",
 			t->index, cpu, pol, (unsigned long long)n, mn,
-			p50, p99, mx, (unsigned long long)t->overruns, t->lost ? "  (raw samples lost)" : "");
+			p50, p99, mx, (unsigned long long)t->overruns, t->raw_lost ? "  (raw samples lost)" : "");
 	}
 	if (r->stop_signal)
 		fprintf(f, "stopped by %s: incomplete run\n", signal_name(r->stop_signal));

@@ -75,6 +75,9 @@ static int alloc_threads(struct run *r, char *err, size_t errlen)
 		t->hist = calloc(1, sizeof(*t->hist));
 		if (!t->hist || series_init(&t->series, NSEC_PER_SEC, series_slots(r, t->period_ns)))
 			goto out_nomem;
+		if (r->m->thread_state_size &&
+		    !(t->mstate = calloc(1, r->m->thread_state_size)))
+			goto out_nomem;
 		if (!r->c.raw_path)
 			continue;
 		run_raw_path(r, i, t->raw_path, sizeof(t->raw_path));
@@ -125,6 +128,11 @@ static void *mthread_main(void *arg)
 			snprintf(t->setup_err, sizeof(t->setup_err), "--policy: %s", why);
 		}
 	}
+	if (!t->setup_rc && r->m->thread_setup &&
+	    (rc = r->m->thread_setup(t, r->mparams, why, sizeof(why)))) {
+		t->setup_rc = rc;
+		snprintf(t->setup_err, sizeof(t->setup_err), "%s", why);
+	}
 	(void)policy_read(0, &t->policy);
 	if (!r->c.no_mlock) {
 		volatile char stack[STACK_PREFAULT_BYTES];
@@ -140,6 +148,8 @@ static void *mthread_main(void *arg)
 			(void)sched_yield(); /* start at the beginning of a fresh period */
 		r->m->loop(t, r->mparams, &ctl);
 	}
+	if (r->m->thread_teardown)
+		r->m->thread_teardown(t, r->mparams);
 	atomic_fetch_sub(&r->running, 1);
 	return NULL;
 }

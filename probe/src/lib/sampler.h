@@ -38,7 +38,7 @@ struct mthread {
 	int64_t start_ns;         /* CLOCK_MONOTONIC at the first target computation */
 	struct ring *ring;        /* NULL when raw capture is off */
 	uint64_t overruns;        /* wake-ups later than a whole period */
-	uint64_t lost;            /* raw samples dropped because the ring was full */
+	uint64_t raw_lost;        /* raw samples dropped because the ring was full */
 	struct worst_entry worst[WORST_N];
 	int nworst;
 
@@ -54,6 +54,7 @@ struct mthread {
 	pthread_t pthread;
 	bool started;
 	void *run;                /* the struct run this thread belongs to */
+	void *mstate;             /* the meter's per-thread state (thread_state_size bytes) */
 };
 
 /* Relaxed read of a field the measuring thread publishes. */
@@ -99,7 +100,7 @@ static inline void sample_record(struct mthread *t, int64_t v, uint64_t cycle, i
 	if (v > t->worst_floor)
 		worst_insert(t, v, cycle, t_rel);
 	if (t->ring && !ring_push(t->ring, v))
-		t->lost++;
+		t->raw_lost++;
 	MT_SET(t, count, n + 1);
 }
 

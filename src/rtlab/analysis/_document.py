@@ -49,7 +49,7 @@ def _raw_files(
     paths = []
     for t in threads:
         p = resolve_raw_file(t, doc_dir)
-        if p is None or int(t.get("lost") or 0) > 0:
+        if p is None or int(t.get("raw_lost") or 0) > 0:
             return None
         paths.append(p)
     return paths
@@ -172,7 +172,7 @@ def document_case_stats(
 ) -> CaseStats:
     """One case's statistics from one result document, pooling all its threads.
 
-    With ``prefer_raw`` and every thread's raw file present (and nothing ``lost``),
+    With ``prefer_raw`` and every thread's raw file present (and nothing ``raw_lost``),
     the statistics are exact over all samples; otherwise they come from the merged
     histograms with min/max over threads, the count-weighted mean, the pooled
     standard deviation and the overruns summed. When a thread with samples has no

@@ -255,7 +255,7 @@ def _thread(r: dict[str, Any], unit: int) -> dict[str, Any]:
         "stddev_ns": None,
         "percentiles_ns": percentiles,
         "overruns": 0,
-        "lost": 0,
+        "raw_lost": 0,
         "histogram": histogram,
         "worst": [],
         "series": None,
