@@ -291,7 +291,7 @@ def rtlab_run_check(probe: Path, tmp_path: Path, text: str) -> subprocess.Comple
 @pytest.mark.parametrize(
     ("keys", "message"),
     [
-        ("meter = '--help'\n", "series 's': 'meter' must be one of wakeup, not '--help'"),
+        ("meter = '--help'\n", "series 's': 'meter' must be one of wakeup, periodic, response"),
         (
             "probe_args = ['--json', 'x']\n",
             "series 's' (s) key 'probe_args': '--json' is set by rtlab",

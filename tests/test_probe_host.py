@@ -57,9 +57,10 @@ def test_catalog_is_read_once_per_probe_build(tmp_path):
     calls = tmp_path / "calls"
     probe = fake_probe(tmp_path, f"echo x >> {calls}\ncat {FIXTURE}\n")
     cat = probe_catalog(probe)
-    assert cat.probe == probe and cat.meter_names == ["wakeup"]
+    assert cat.probe == probe and cat.meter_names == ["wakeup", "periodic", "response", "noise"]
     assert [o.name for o in cat.options("wakeup")][:2] == ["interval", "distance"]
     assert cat.option("wakeup", "threshold").name == "deadline"  # an alias
+    assert cat.option("noise", "threshold").name == "threshold"  # the meter's own first
     dma = cat.option("wakeup", "dma-latency")
     assert (dma.type, dma.key, dma.step) == ("duration", "dma_latency", 1000)
     assert {k.name for k in cat.loads} >= {"forkcopy", "spin", "stress-ng"}

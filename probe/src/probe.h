@@ -63,9 +63,10 @@ struct meter {
 	const struct opt_desc *options;  /* meter-specific options, OPT_END terminated */
 	size_t params_size;
 	void (*defaults)(void *params);
-	/* Cross-option checks after parsing; 0 or -EINVAL with a reason. Set AT's option
-	 * (and value) when the refusal is about one option, for `--check`'s JSON. */
-	int (*check)(void *params, struct opt_fault *at, char *err, size_t errlen);
+	/* Cross-option checks after parsing, for a run of NTHREADS measuring threads; 0 or
+	 * -EINVAL with a reason. Set AT's option (and value) when the refusal is about one
+	 * option, for `--check`'s JSON. */
+	int (*check)(void *params, int nthreads, struct opt_fault *at, char *err, size_t errlen);
 	/* Nominal activation period of thread INDEX (ns), for the raw header and overruns. */
 	int64_t (*period_ns)(const void *params, int index);
 	/* The measuring loop of one thread; records through sampler.h. */

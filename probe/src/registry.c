@@ -4,6 +4,9 @@
 #include "probe.h"
 
 extern const struct meter meter_wakeup;
+extern const struct meter meter_periodic;
+extern const struct meter meter_response;
+extern const struct meter meter_noise;
 extern const struct load_kind load_forkcopy;
 extern const struct load_kind load_spin;
 extern const struct load_kind load_stride;
@@ -17,6 +20,9 @@ extern const struct load_kind load_iperf3;
 
 const struct meter *const probe_meters[] = {
 	&meter_wakeup,
+	&meter_periodic,
+	&meter_response,
+	&meter_noise,
 	NULL,
 };
 

@@ -504,8 +504,20 @@ def _expected_seconds(p: dict[str, Any]) -> float:
     if "duration" in p:
         run = parse_duration_ns(p["duration"])
     else:
-        run = p.get("loops", 1000) * parse_duration_ns(p.get("interval", "1ms"))
+        run = p.get("loops", 1000) * _mean_interval_ns(p.get("interval", "1ms"))
+        if p.get("find_max_rate"):
+            run *= 2  # the steps halve the interval: their sum stays below twice the first
     return min(settle + run, 10**30) / 1e9  # absurd sizes are the probe's to refuse
+
+
+def _mean_interval_ns(text: Any) -> int:
+    """An interval, or the middle of a range "MIN..MAX" (response); for the ETA only, so
+    what the probe will refuse counts as 1 ms here. Integers: loops may be huge."""
+    try:
+        ends = [parse_duration_ns(x) for x in str(text).split("..", 1)]
+    except UserError:
+        return 1_000_000
+    return sum(ends) // len(ends)
 
 
 def expand(exp: Experiment, scale: float = 1.0, root: SysRoot = LIVE_ROOT) -> Experiment:

@@ -13,10 +13,12 @@ from typing import Any
 from rtlab.analysis import (
     CaseStats,
     Comparison,
+    MeterView,
     Side,
     Threshold,
     compare_sides,
     document_case_stats,
+    meter_rows,
     resolve_raw_file,
 )
 from rtlab.records import CaseRecord
@@ -54,6 +56,35 @@ def stats_rows(rec: ExperimentRecord, deadline_ns: int | None = None) -> list[di
         }
         for case in rec.done_cases
     ]
+
+
+def view_rows(
+    case: CaseRecord, doc: dict[str, Any], stats: CaseStats
+) -> tuple[MeterView, list[dict[str, Any]]] | None:
+    """The rows of one case in its meter's view (see rtlab.analysis.VIEWS), each with the
+    case's series and label and, for a view of cases, its latency statistics."""
+    found = meter_rows(doc)
+    if found is None:
+        return None
+    view, rows = found
+    head = {"series": case.series, "case": case.name, "label": case.label}
+    latency = {k: getattr(stats, k) for k in view.latency}
+    return view, [{**head, **latency, **r} for r in rows]
+
+
+def meter_tables(
+    rec: ExperimentRecord, deadline_ns: int | None = None
+) -> list[tuple[MeterView, list[dict[str, Any]]]]:
+    """One table per meter that has a view, in the order the meters first appear."""
+    dl = effective_deadline(rec, deadline_ns)
+    out: dict[str, tuple[MeterView, list[dict[str, Any]]]] = {}
+    for case in rec.done_cases:
+        doc = rec.document(case)
+        found = view_rows(case, doc, case_stats(rec, case, dl, doc))
+        if found is not None:
+            view, rows = found
+            out.setdefault(view.meter, (view, []))[1].extend(rows)
+    return list(out.values())
 
 
 def by_series(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

@@ -16,9 +16,31 @@ static int tmp_name(const char *path, char *tmp, size_t len)
 	return 0;
 }
 
+/* A device, FIFO or socket (/dev/stdout, /dev/null, a pipe): written in place, since
+ * renaming over it would replace the special file itself. */
+static int write_special(const char *path, atomic_fill_fn fill, const void *arg,
+			 bool *open_failed)
+{
+	FILE *f = fopen(path, "w");
+	int rc;
+
+	if (!f) {
+		if (open_failed)
+			*open_failed = true;
+		return -errno;
+	}
+	rc = fill(f, arg);
+	if (!rc && fflush(f))
+		rc = -errno;
+	if (fclose(f) && !rc)
+		rc = -errno;
+	return rc;
+}
+
 int atomic_write(const char *path, atomic_fill_fn fill, const void *arg, bool *open_failed)
 {
 	char tmp[PATH_MAX];
+	struct stat st;
 	FILE *f;
 	int rc;
 
@@ -28,6 +50,8 @@ int atomic_write(const char *path, atomic_fill_fn fill, const void *arg, bool *o
 		rc = fill(stdout, arg);
 		return rc ? rc : (fflush(stdout) ? -errno : 0);
 	}
+	if (!stat(path, &st) && !S_ISREG(st.st_mode))
+		return write_special(path, fill, arg, open_failed);
 	if (tmp_name(path, tmp, sizeof(tmp)))
 		f = NULL, errno = ENAMETOOLONG;
 	else
@@ -92,6 +116,8 @@ int atomic_check(const char *path)
 		return 0;
 	if (!stat(path, &st) && S_ISDIR(st.st_mode))
 		return -EISDIR; /* rename() would refuse it after the whole run */
+	if (!stat(path, &st) && !S_ISREG(st.st_mode))
+		return access(path, W_OK) ? -errno : 0; /* written in place (write_special) */
 	if (tmp_name(path, tmp, sizeof(tmp)) || dir_of(path, dir, sizeof(dir)))
 		return -ENAMETOOLONG;
 	return try_create(dir, tmp);

@@ -11,7 +11,8 @@ typedef int (*atomic_fill_fn)(FILE *f, const void *arg);
 
 /*
  * Write PATH ("-": stdout) with FILL: into PATH.tmp.<pid>, flushed and fsynced,
- * then renamed over PATH; the temporary file is removed on any failure.
+ * then renamed over PATH; the temporary file is removed on any failure. A PATH that
+ * is a device, FIFO or socket (/dev/stdout, a pipe) is written in place instead.
  * Returns 0 or -errno; *OPEN_FAILED (if given) says the file could not even be created.
  */
 int atomic_write(const char *path, atomic_fill_fn fill, const void *arg, bool *open_failed);

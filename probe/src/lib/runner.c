@@ -102,7 +102,7 @@ static void *mthread_main(void *arg)
 {
 	struct mthread *t = arg;
 	struct run *r = t->run;
-	char why[200];
+	char why[240];
 	int rc;
 
 	t->tid = gettid();

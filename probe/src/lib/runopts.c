@@ -195,7 +195,7 @@ int run_parse(struct run *r, int argc, char **argv)
 	if (!rc)
 		rc = check_common(r, &at, err, sizeof(err));
 	if (!rc)
-		rc = m->check(r->mparams, &at, err, sizeof(err));
+		rc = m->check(r->mparams, r->nthreads, &at, err, sizeof(err));
 	if (!rc)
 		rc = check_loads(r, &at, err, sizeof(err));
 	if (!rc)

@@ -48,7 +48,7 @@ struct mthread {
 	int64_t period_ns;        /* nominal activation period */
 	struct policy_spec policy; /* read back from the kernel */
 	bool fallback;            /* the requested policy could not be set */
-	char setup_err[256];
+	char setup_err[300];
 	int setup_rc;             /* 0, or -errno when setup failed */
 	char raw_path[4096];
 	pthread_t pthread;

@@ -33,8 +33,9 @@ static int64_t wakeup_period(const void *p, int index)
 	return w->interval_ns + (int64_t)index * w->distance_ns;
 }
 
-static int wakeup_check(void *p, struct opt_fault *at, char *err, size_t errlen)
+static int wakeup_check(void *p, int nthreads, struct opt_fault *at, char *err, size_t errlen)
 {
+	(void)nthreads;
 	(void)p;
 	(void)at;
 	(void)err;

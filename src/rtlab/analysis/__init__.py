@@ -25,6 +25,7 @@ from rtlab.analysis._document import (
     resolve_raw_file,
 )
 from rtlab.analysis._hist import NBUCKETS, OVERFLOW_AT, Histogram, bucket_bounds, bucket_index
+from rtlab.analysis._meters import VIEWS, Column, MeterView, meter_rows
 from rtlab.analysis._metrics import (
     EXPORT_METRICS,
     METRICS,
@@ -49,11 +50,14 @@ __all__ = [
     "RATIO_KEYS",
     "TABLE_COUNTS",
     "TABLE_METRICS",
+    "VIEWS",
     "WIN_METRICS",
     "CaseStats",
+    "Column",
     "Comparison",
     "ComparisonRow",
     "Histogram",
+    "MeterView",
     "Metric",
     "RankTest",
     "Side",
@@ -63,6 +67,7 @@ __all__ = [
     "compare_sides",
     "document_case_stats",
     "match_cases",
+    "meter_rows",
     "metric",
     "metrics",
     "nearest_rank",

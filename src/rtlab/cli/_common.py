@@ -173,3 +173,20 @@ def verdict(rows: list[dict[str, Any]], deadline_ns: int | None) -> tuple[int, T
         f": {len(over)} of {len(rows)} case(s) exceed the deadline {format_ns(deadline_ns)} "
         f"(worst: {worst['series']} / {worst['case']}, max {format_ns(worst['max'])})",
     )
+
+
+def print_views(out: Console, tables: list, title_suffix: str = "") -> None:
+    """Each meter's table: the view's latency statistics and columns, a row per case (or
+    per CPU for a view of threads)."""
+    from rtlab.analysis import METRICS
+
+    for view, rows in tables:
+        headers = ["series", "case"] + [METRICS[k].label for k in view.latency]
+        headers += [c.label for c in view.columns]
+        cells = [
+            [r["series"], r["label"]]
+            + [fmt(r.get(k), True) for k in view.latency]
+            + [c.format(r.get(c.key)) for c in view.columns]
+            for r in rows
+        ]
+        out.print(rich_table(f"{view.title}: {view.question}{title_suffix}", headers, cells, 2))

@@ -21,7 +21,7 @@ from rtlab.cli._common import (
     store_from,
 )
 from rtlab.errors import UserError
-from rtlab.results import compare_records
+from rtlab.results import compare_records, meter_tables
 
 
 def _metric_list(text: str) -> list[Metric]:
@@ -76,12 +76,14 @@ def compare(
     store = store_from(results_dir)
     recs = [store.open(i) for i in experiment_ids]
     comp = compare_records(recs, deadline, thresholds)
+    meters = _meter_pairs(recs, deadline)
     if as_json:
         print_json(
             {
                 "experiments": [s.id for s in comp.sides],
                 "setups": [s.setup for s in comp.sides],
                 "rows": [r.to_dict() for r in comp.rows],
+                "meters": {m: [p for _, p in pairs] for m, (_, pairs) in meters.items()},
                 "failures": comp.failures,
             }
         )
@@ -103,6 +105,7 @@ def compare(
         print_csv(flat, cols)
     else:
         _print_tables(comp, wanted)
+        _print_meters(meters)
     if not comp.rows:
         click.echo("no matching finished cases", err=True)
     err = console(err=True)
@@ -141,3 +144,49 @@ def _print_tables(comp, wanted: list[Metric]) -> None:
                 cells.append(f"{r.rank_test.pvalue:.2g}" if r.rank_test else "-")
                 table.append(cells)
             out.print(rich_table(f"{name}: B = {side.id}", headers, table))
+
+
+def _row_key(view, row) -> tuple:
+    return (row["series"], row["case"], row.get("cpu") if view.per_thread else None)
+
+
+def _meter_pairs(recs, deadline: int | None) -> dict[str, tuple]:
+    """Per meter with a view: (view, [(key, {"other", "baseline": row, "other_row": row})])
+    for every case (or CPU) both the baseline and a later experiment have."""
+    base = {view.meter: (view, rows) for view, rows in meter_tables(recs[0], deadline)}
+    out: dict[str, tuple] = {}
+    for rec in recs[1:]:
+        for view, rows in meter_tables(rec, deadline):
+            if view.meter not in base:
+                continue
+            mine = {_row_key(view, r): r for r in base[view.meter][1]}
+            for r in rows:
+                a = mine.get(_row_key(view, r))
+                if a is not None:
+                    pair = {"other": rec.id, "baseline_row": a, "other_row": r}
+                    out.setdefault(view.meter, (view, []))[1].append((_row_key(view, r), pair))
+    return out
+
+
+def _print_meters(meters: dict[str, tuple]) -> None:
+    from rtlab.analysis import METRICS
+
+    out = console()
+    for view, pairs in meters.values():
+        numeric = [c for c in view.columns if c.unit != "text"]
+        text = [c for c in view.columns if c.unit == "text"]
+        headers = ["B", "series", "case"] + [c.label for c in text]
+        for k in view.latency:
+            headers += [f"{METRICS[k].label} A", f"{METRICS[k].label} B"]
+        for c in numeric:
+            headers += [f"{c.label} A", f"{c.label} B"]
+        cells = []
+        for _, p in pairs:
+            a, b = p["baseline_row"], p["other_row"]
+            row = [p["other"], a["series"], a["label"]] + [c.format(a.get(c.key)) for c in text]
+            for k in view.latency:
+                row += [fmt(a.get(k), True), fmt(b.get(k), True)]
+            for c in numeric:
+                row += [c.format(a.get(c.key)), c.format(b.get(c.key))]
+            cells.append(row)
+        out.print(rich_table(f"{view.title}: {view.question}", headers, cells, 3))

@@ -16,12 +16,13 @@ from rtlab.cli._common import (
     output_options,
     print_csv,
     print_json,
+    print_views,
     results_option,
     rich_table,
     store_from,
     verdict,
 )
-from rtlab.results import by_series, effective_deadline, setup_label, stats_rows
+from rtlab.results import by_series, effective_deadline, meter_tables, setup_label, stats_rows
 from rtlab.units import format_ns
 
 CSV_COLUMNS = ["experiment", "series", "case", "label", *EXPORT_METRICS, "deadline_ns"]
@@ -48,6 +49,7 @@ def show(
     rows = stats_rows(rec, deadline)
     dl = effective_deadline(rec, deadline)
     status, verdict_line = verdict(rows, dl)
+    views = meter_tables(rec, deadline)
     if as_json:
         print_json(
             {
@@ -59,6 +61,7 @@ def show(
                 "deadline_ns": dl,
                 "verdict": None if dl is None else ("FAIL" if status else "PASS"),
                 "rows": rows,
+                "meters": {view.meter: vrows for view, vrows in views},
             }
         )
         return status
@@ -84,6 +87,7 @@ def show(
             headers[-1] = f"> {format_ns(dl)}"
         table_rows = [[r["label"]] + [fmt(r.get(m.key), m.duration) for m in SHOWN] for r in srows]
         out.print(rich_table(series, headers, table_rows))
+    print_views(out, views)
     if any(r["count"] and r["median"] is None for r in rows):
         out.print("percentiles unavailable for cases imported without a histogram")
     if rows and not all(r["exact"] for r in rows if r["median"] is not None):

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from rtlab.analysis import CaseStats, Histogram, bucket_index
+from rtlab.analysis import CaseStats, Histogram, MeterView, bucket_index
 from rtlab.errors import UserError
 from rtlab.records import CaseRecord
-from rtlab.results import case_samples, case_stats, effective_deadline, setup_labels
+from rtlab.results import case_samples, case_stats, effective_deadline, setup_labels, view_rows
 from rtlab.store import ExperimentRecord
 
 #: Outlier dots drawn per box at most (a log axis cannot show more apart).
@@ -53,6 +53,7 @@ class CaseData:
     outliers: np.ndarray  # ns, one dot each
     outlier_source: str  # "raw" or "histogram"
     outlier_note: str  # how the dots were chosen, for text alternatives
+    meter_view: tuple[MeterView, list[dict[str, Any]]] | None = None  # see analysis.VIEWS
 
     @property
     def series(self) -> str:
@@ -214,6 +215,7 @@ def _case(rec: ExperimentRecord, case: CaseRecord, deadline_ns: int | None) -> C
         outliers=dots,
         outlier_source=source,
         outlier_note=note,
+        meter_view=view_rows(case, doc, st),
     )
 
 

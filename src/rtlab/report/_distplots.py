@@ -144,6 +144,7 @@ def box_plot(
         for row in axes:
             row[0].set_ylabel("latency (µs, log scale)")
         if hi > 0:
+            lo = max(lo, 0.001)  # a log axis in µs: latencies of 0 ns sit at its floor
             axes[0][0].set_ylim(lo / 1.5, hi * 1.5)
             _log_us(axes[0][0].yaxis, lo, hi)
         handles = []

@@ -21,6 +21,7 @@ from rtlab.report._tables import (
     audit_table,
     fingerprint_table,
     load_table,
+    meter_tables,
     parameters_table,
     series_verdicts,
     stats_table,
@@ -207,6 +208,17 @@ def build_sections(exps: list[ExperimentData], loads: Sequence[int]) -> list[Sec
                 ),
             )
         )
+    meters = meter_tables(exps)
+    if meters:
+        secs.append(
+            Section(
+                "meters",
+                "What each meter answers",
+                "Periodic mechanisms side by side with their CPU cost, event transports with "
+                "lost events and the highest sustained rate, OS noise per CPU.",
+                tables=meters,
+            )
+        )
     tables = [stats_table(exps)]
     lt = load_table(exps, list(loads))
     if lt.rows:
@@ -301,6 +313,8 @@ def write_report(
     for target in files:
         if target.is_dir():
             raise UserError(f"{target}: is a directory, cannot write the report there")
+        if target.exists() and not target.is_file():  # a device or FIFO is not replaced
+            raise UserError(f"{target}: not a regular file, cannot write the report there")
     tmps: list[tuple[Path, Path]] = []
     created: list[Path] = []
     try:

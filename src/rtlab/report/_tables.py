@@ -415,3 +415,42 @@ def audit_table(exps: list[ExperimentData]) -> Table:
                 }
             )
     return t
+
+
+# -- meters ----------------------------------------------------------------------------------
+
+
+def meter_tables(exps: list[ExperimentData]) -> list[Table]:
+    """One table per meter with a view (rtlab.analysis.VIEWS): the question it answers."""
+    many = len(exps) > 1
+    tables: dict[str, Table] = {}
+    for e in exps:
+        for c in e.cases():
+            if c.meter_view is None:
+                continue
+            view, rows = c.meter_view
+            t = tables.get(view.meter)
+            if t is None:
+                lat = [METRICS[k] for k in view.latency]
+                t = tables[view.meter] = Table(
+                    f"meter-{view.meter}",
+                    f"{view.title}: {view.question}",
+                    (["setup"] if many else [])
+                    + ["series", "case"]
+                    + [m.label for m in lat]
+                    + [col.label for col in view.columns],
+                    csv_columns=["experiment", "setup", "series", "case"]
+                    + list(view.latency)
+                    + [col.key for col in view.columns],
+                )
+            for r in rows:
+                t.rows.append(
+                    ([e.setup] if many else [])
+                    + [r["series"], r["label"]]
+                    + [_d(r.get(k)) for k in view.latency]
+                    + [col.format(r.get(col.key)) for col in view.columns]
+                )
+                t.csv_rows.append(
+                    {"experiment": e.id, "setup": e.setup, **{k: _plain(v) for k, v in r.items()}}
+                )
+    return list(tables.values())

@@ -262,6 +262,7 @@ def timeline_plot(
                 + f"{len(s.cases)} cases over {offset:.0f} s"
             )
         if hi > 0:
+            lo = max(lo, 0.001)  # a log axis in µs: latencies of 0 ns sit at its floor
             axes[0].set_ylim(lo / 1.5, hi * 4)
             _log_us(axes[0].yaxis, lo, hi)
         axes[-1].set_xlabel("measuring time (s), the cases one after another")
