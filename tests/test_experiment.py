@@ -248,7 +248,7 @@ def test_option_keys_become_probe_options(tmp_path):
         ("loads = [1]\n", "'loads' must be a list of strings"),
         ("probe_args = '--interval 1ms'\n", "'probe_args' must be list of strings, not str"),
         ("threshold = '1ms'\n", "key 'threshold': not an option of meter 'wakeup'"),
-        ("meter = '--help'\n", "'meter' must be one of wakeup, periodic, response, noise, not"),
+        ("meter = '--help'\n", "'meter' must be one of wakeup, periodic, response, noise, "),
         ("sweep = { meter = ['wakeup', 'nonesuch'] }\n", "'meter' must be one of wakeup, periodic"),
         ("duration = '99999999999999999999h'\n", "is too long"),
     ],

@@ -57,7 +57,7 @@ def test_catalog_is_read_once_per_probe_build(tmp_path):
     calls = tmp_path / "calls"
     probe = fake_probe(tmp_path, f"echo x >> {calls}\ncat {FIXTURE}\n")
     cat = probe_catalog(probe)
-    assert cat.probe == probe and cat.meter_names == ["wakeup", "periodic", "response", "noise"]
+    assert cat.probe == probe and cat.meter_names[:4] == ["wakeup", "periodic", "response", "noise"]
     assert [o.name for o in cat.options("wakeup")][:2] == ["interval", "distance"]
     assert cat.option("wakeup", "threshold").name == "deadline"  # an alias
     assert cat.option("noise", "threshold").name == "threshold"  # the meter's own first

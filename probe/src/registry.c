@@ -7,6 +7,11 @@ extern const struct meter meter_wakeup;
 extern const struct meter meter_periodic;
 extern const struct meter meter_response;
 extern const struct meter meter_noise;
+extern const struct meter meter_pagefault;
+extern const struct meter meter_alloc;
+extern const struct meter meter_preempt;
+extern const struct meter meter_worker;
+extern const struct meter meter_pipeline;
 extern const struct load_kind load_forkcopy;
 extern const struct load_kind load_spin;
 extern const struct load_kind load_stride;
@@ -23,6 +28,11 @@ const struct meter *const probe_meters[] = {
 	&meter_periodic,
 	&meter_response,
 	&meter_noise,
+	&meter_pagefault,
+	&meter_alloc,
+	&meter_preempt,
+	&meter_worker,
+	&meter_pipeline,
 	NULL,
 };
 

@@ -25,7 +25,7 @@ from rtlab.units import format_ns
 class Column:
     key: str  # key of a row
     label: str  # table header
-    unit: str  # "ns", "count", "pct", "per_s", "text"
+    unit: str  # "ns", "count", "pct", "per_s", "num" (4 significant digits), "text"
     doc: str
 
     def format(self, value: Any) -> str:
@@ -41,6 +41,8 @@ class Column:
             return f"{v:,.0f}"
         if self.unit == "count":
             return str(int(v))
+        if self.unit == "num":
+            return f"{v:.4g}"
         return str(v)
 
 
@@ -49,10 +51,13 @@ class MeterView:
     meter: str
     title: str
     question: str
-    per_thread: bool  # one row per measuring thread (CPU), else one per case
+    key: str | None  # the row key that tells a case's rows apart (cpu, size), or one row
     latency: tuple[str, ...]  # CaseStats keys shown beside (case rows only)
     columns: tuple[Column, ...]
     rows: Callable[[Mapping[str, Any]], list[dict[str, Any]]]
+    # Comparing a baseline row with another: the extra columns and how they are computed.
+    pair_columns: tuple[Column, ...] = ()
+    pair: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]] | None = None
 
 
 def _threads(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -129,6 +134,134 @@ def _noise(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _worker(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    threads = _threads(doc)
+    return [
+        {
+            "design": _text(doc, "design"),
+            "rate_hz": _num(_param(doc, "rate_hz")),
+            "cpu_pct": _weighted(threads, "cpu_pct"),
+            "lost": _sum(threads, "lost"),
+        }
+    ]
+
+
+def _pipeline(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    threads = _threads(doc)
+    fills = [int(t["max_fill"]) for t in threads if isinstance(t.get("max_fill"), int)]
+    period = _num(_param(doc, "period_ns"))
+    consumer = _text(doc, "consumer")
+    return [
+        {
+            "consumer": consumer if period is None else f"{consumer} {format_ns(period)}",
+            "ring": _param(doc, "ring"),
+            "rate_hz": _num(_param(doc, "rate_hz")),
+            "records": _sum(threads, "records"),
+            "overruns": _sum(threads, "overruns"),
+            "max_fill": max(fills) if fills else None,
+        }
+    ]
+
+
+def _preempt(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for t in _threads(doc):
+        p = t.get("preemptions")
+        p = p if isinstance(p, Mapping) else {}
+        by = [b for b in p.get("by") or [] if isinstance(b, Mapping)]
+        top = by[0] if by else None
+        rows.append(
+            {
+                "cpu": t.get("cpu"),
+                "voluntary": p.get("voluntary"),
+                "involuntary": p.get("involuntary"),
+                "off_cpu_ns": _num(p.get("off_cpu_ns")),
+                "top": None
+                if top is None
+                else f"{top.get('comm')} ({top.get('pid')}, {top.get('policy')}:"
+                f"{top.get('priority')})",
+                "top_ns": None if top is None else _num(top.get("time_ns")),
+                "top_count": None if top is None else top.get("count"),
+                "by_unavailable": p.get("by_unavailable"),
+            }
+        )
+    return rows
+
+
+def _faults(threads: list[Mapping[str, Any]], kind: str) -> int:
+    return sum(
+        int(t["faults"].get(kind) or 0) for t in threads if isinstance(t.get("faults"), Mapping)
+    )
+
+
+def _pagefault(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    threads = _threads(doc)
+    return [
+        {
+            "region": _text(doc, "region"),
+            "protect": _text(doc, "protect"),
+            "pages": _sum(threads, "pages"),
+            "minor": _faults(threads, "minor"),
+            "major": _faults(threads, "major"),
+        }
+    ]
+
+
+def _alloc(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for t in _threads(doc):
+        for z in t.get("sizes") or []:
+            if not isinstance(z, Mapping):
+                continue
+            f = z.get("faults") if isinstance(z.get("faults"), Mapping) else {}
+            rows.append(
+                {
+                    "size": z.get("size_bytes"),
+                    "pattern": t.get("pattern"),
+                    "tuned": "tuned" if t.get("tuned") else "default",
+                    "calls": z.get("count"),
+                    "p50_ns": _num(z.get("p50_ns")),
+                    "p99_ns": _num(z.get("p99_ns")),
+                    "max_ns": _num(z.get("max_ns")),
+                    "minor": f.get("minor"),
+                    "major": f.get("major"),
+                }
+            )
+    return rows
+
+
+def _param(doc: Mapping[str, Any], key: str) -> Any:
+    params = doc.get("params")
+    return params.get(key) if isinstance(params, Mapping) else None
+
+
+def _throughput(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    tp = doc.get("throughput")
+    tp = tp if isinstance(tp, Mapping) else {}
+    values = [v for v in tp.get("values") or [] if _num(v) is not None]
+    return [
+        {
+            "workload": tp.get("workload"),
+            "unit": tp.get("unit"),
+            "better": "higher" if tp.get("higher_is_better") else "lower",
+            "mean": _num(tp.get("mean")),
+            "stddev": _num(tp.get("stddev")),
+            "ci_low": _num(tp.get("ci_low")),
+            "ci_high": _num(tp.get("ci_high")),
+            "runs": len(values),
+            "values": values,
+        }
+    ]
+
+
+def _throughput_pair(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    from rtlab.throughput import change_pct  # numpy bootstrap: only when comparing
+
+    if not a.get("values") or not b.get("values"):
+        return {}
+    return change_pct(a["values"], b["values"])
+
+
 VIEWS: dict[str, MeterView] = {
     v.meter: v
     for v in (
@@ -136,7 +269,7 @@ VIEWS: dict[str, MeterView] = {
             "periodic",
             "Periodic mechanisms",
             "Which periodic mechanism should my control loop use?",
-            False,
+            None,
             ("median", "p99", "max"),
             (
                 Column("mechanism", "mechanism", "text", "how the thread is woken"),
@@ -155,7 +288,7 @@ VIEWS: dict[str, MeterView] = {
             "response",
             "Event response",
             "How fast does my handler react to an event?",
-            False,
+            None,
             ("median", "p99", "max"),
             (
                 Column("transport", "transport", "text", "how the event reaches the handler"),
@@ -168,7 +301,7 @@ VIEWS: dict[str, MeterView] = {
             "noise",
             "OS noise",
             "How much of my CPU does the OS steal?",
-            True,
+            "cpu",
             (),
             (
                 Column("cpu", "CPU", "text", "measured CPU"),
@@ -180,6 +313,113 @@ VIEWS: dict[str, MeterView] = {
                 Column("throttled_ns", "throttled time", "ns", "their total length"),
             ),
             _noise,
+        ),
+        MeterView(
+            "pagefault",
+            "Page faults",
+            "What does the first touch of a page cost, and do locking and prefaulting help?",
+            None,
+            ("median", "p99", "max"),
+            (
+                Column("region", "region", "text", "static, stack, heap, mmap or file"),
+                Column("protect", "protection", "text", "none, mlock, prefault, mlock+prefault"),
+                Column("pages", "pages", "count", "pages touched"),
+                Column("minor", "minor faults", "count", "in the measured pass"),
+                Column("major", "major faults", "count", "in the measured pass"),
+            ),
+            _pagefault,
+        ),
+        MeterView(
+            "alloc",
+            "Allocation",
+            "What does malloc/free cost per size, with the C library's defaults and tuned?",
+            "size",
+            (),
+            (
+                Column("size", "size (B)", "count", "block size"),
+                Column("pattern", "pattern", "text", "pairs, batch or random"),
+                Column("tuned", "allocator", "text", "the C library's defaults or tuned"),
+                Column("calls", "calls", "count", "malloc and free calls timed"),
+                Column("p50_ns", "p50", "ns", "median of one call"),
+                Column("p99_ns", "p99", "ns", "99th percentile of one call"),
+                Column("max_ns", "max", "ns", "the slowest call"),
+                Column("minor", "minor faults", "count", "while measuring this size"),
+                Column("major", "major faults", "count", "while measuring this size"),
+            ),
+            _alloc,
+        ),
+        MeterView(
+            "preempt",
+            "Preemptions",
+            "Who takes the CPU from my thread, how often and for how long?",
+            "cpu",
+            (),
+            (
+                Column("cpu", "CPU", "text", "measured CPU"),
+                Column("voluntary", "voluntary", "count", "context switches the thread asked for"),
+                Column("involuntary", "involuntary", "count", "preemptions"),
+                Column("off_cpu_ns", "off CPU", "ns", "time runnable but not running"),
+                Column("top", "top preemptor", "text", "command (PID, policy:priority)"),
+                Column("top_ns", "its time", "ns", "time the top preemptor held the CPU"),
+                Column("top_count", "its count", "count", "times it preempted"),
+                Column("by_unavailable", "attribution", "text", "why no attribution, if none"),
+            ),
+            _preempt,
+        ),
+        MeterView(
+            "worker",
+            "Worker designs",
+            "Polling or blocking: what does the hand-off cost in latency and CPU?",
+            None,
+            ("median", "p99", "max"),
+            (
+                Column("design", "design", "text", "how the worker waits for an item"),
+                Column("rate_hz", "rate /s", "per_s", "items handed off per second"),
+                Column("cpu_pct", "worker CPU", "pct", "the worker's CPU time / wall time"),
+                Column("lost", "lost", "count", "items overwritten before the worker took them"),
+            ),
+            _worker,
+        ),
+        MeterView(
+            "pipeline",
+            "Producer/consumer pipelines",
+            "Does the consumer keep up with the producer?",
+            None,
+            ("median", "p99", "max"),
+            (
+                Column("consumer", "consumer", "text", "periodic (its period) or aperiodic"),
+                Column("ring", "ring", "count", "records the ring holds"),
+                Column("rate_hz", "rate /s", "per_s", "records produced per second"),
+                Column("records", "records", "count", "records produced"),
+                Column("overruns", "overruns", "count", "records dropped: the ring was full"),
+                Column("max_fill", "max fill", "count", "most records waiting at once"),
+            ),
+            _pipeline,
+        ),
+        MeterView(
+            "throughput",
+            "Throughput",
+            "What does this setup cost everything else?",
+            None,
+            (),
+            (
+                Column("workload", "workload", "text", "hackbench, stress-ng, iperf3, ..."),
+                Column("unit", "unit", "text", "what the figure counts"),
+                Column("better", "better", "text", "whether higher or lower is better"),
+                Column("mean", "mean", "num", "mean over the runs"),
+                Column("stddev", "stddev", "num", "sample standard deviation"),
+                Column("ci_low", "95 % CI low", "num", "bootstrap interval of the mean"),
+                Column("ci_high", "95 % CI high", "num", "bootstrap interval of the mean"),
+                Column("runs", "runs", "count", "repetitions"),
+            ),
+            _throughput,
+            (
+                Column("change_pct", "change", "pct", "B's mean against A's"),
+                Column("change_lo", "CI low", "pct", "95 % bootstrap interval of the change"),
+                Column("change_hi", "CI high", "pct", "95 % bootstrap interval of the change"),
+                Column("excludes_zero", "differs", "text", "the interval excludes 0"),
+            ),
+            _throughput_pair,
         ),
     )
 }

@@ -11,6 +11,7 @@ import click
 from rtlab import __version__
 from rtlab.cli._common import EXIT_INTERNAL, EXIT_UNSUPPORTED, EXIT_USAGE, visible
 from rtlab.cli.audit import audit
+from rtlab.cli.bench import bench_group
 from rtlab.cli.compare import compare
 from rtlab.cli.import_ import import_group
 from rtlab.cli.list_ import list_cmd
@@ -44,6 +45,7 @@ cli.add_command(import_group)
 cli.add_command(audit)
 cli.add_command(report)
 cli.add_command(plot)
+cli.add_command(bench_group)
 
 
 def _say(msg: object) -> None:

@@ -147,7 +147,7 @@ def _print_tables(comp, wanted: list[Metric]) -> None:
 
 
 def _row_key(view, row) -> tuple:
-    return (row["series"], row["case"], row.get("cpu") if view.per_thread else None)
+    return (row["series"], row["case"], row.get(view.key) if view.key else None)
 
 
 def _meter_pairs(recs, deadline: int | None) -> dict[str, tuple]:
@@ -164,6 +164,8 @@ def _meter_pairs(recs, deadline: int | None) -> dict[str, tuple]:
                 a = mine.get(_row_key(view, r))
                 if a is not None:
                     pair = {"other": rec.id, "baseline_row": a, "other_row": r}
+                    if view.pair is not None:
+                        pair["change"] = view.pair(a, r)
                     out.setdefault(view.meter, (view, []))[1].append((_row_key(view, r), pair))
     return out
 
@@ -180,6 +182,7 @@ def _print_meters(meters: dict[str, tuple]) -> None:
             headers += [f"{METRICS[k].label} A", f"{METRICS[k].label} B"]
         for c in numeric:
             headers += [f"{c.label} A", f"{c.label} B"]
+        headers += [c.label for c in view.pair_columns]
         cells = []
         for _, p in pairs:
             a, b = p["baseline_row"], p["other_row"]
@@ -188,5 +191,6 @@ def _print_meters(meters: dict[str, tuple]) -> None:
                 row += [fmt(a.get(k), True), fmt(b.get(k), True)]
             for c in numeric:
                 row += [c.format(a.get(c.key)), c.format(b.get(c.key))]
+            row += [c.format(p.get("change", {}).get(c.key)) for c in view.pair_columns]
             cells.append(row)
         out.print(rich_table(f"{view.title}: {view.question}", headers, cells, 3))

@@ -32,6 +32,8 @@ from rtlab.runner import Display, new_record, run_cases
 from rtlab.store import ExperimentRecord
 from rtlab.units import format_ns
 
+THROUGHPUT = "throughput"
+
 
 class RichDisplay(Display):
     """Overall progress with ETA, the current case, live per-thread min/avg/max."""
@@ -167,7 +169,9 @@ def run(
     check_only: bool,
     as_json: bool,
 ) -> int:
-    """Run EXPERIMENT: a preset (standard, policies, quick, ...) or a TOML file.
+    """Run EXPERIMENT: a preset (standard, quick, policies, stress, kernel-vs-user,
+    mechanisms, response, noise, throughput, ...) or a TOML file. `throughput` is the
+    suite of `rtlab bench throughput` with its defaults.
 
     Every case is checked before anything runs. Finished cases are kept when
     the run is interrupted; --resume ID continues it. With a deadline (--deadline
@@ -185,6 +189,13 @@ def run(
     else:
         if not experiment:
             raise click.UsageError(f"missing EXPERIMENT (presets: {', '.join(preset_names())})")
+        if experiment == THROUGHPUT and not Path(experiment).exists():
+            # the throughput suite runs workloads, not probe cases: `rtlab bench throughput`
+            from rtlab.cli.bench import throughput_cmd
+
+            return click.get_current_context().invoke(
+                throughput_cmd, scale=scale, results_dir=out_dir or results_dir, as_json=as_json
+            )
         exp = load_experiment(experiment, scale)
         if deadline is not None:
             exp.deadline_ns = deadline

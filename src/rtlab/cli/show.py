@@ -81,6 +81,8 @@ def show(
     for note in rec.manifest.notes:
         out.print(line(f"  {note}"))
     for series, srows in by_series(rows).items():
+        if views and not any(r["count"] for r in srows):
+            continue  # no latencies (e.g. throughput): the meter's own table says it all
         swept = rec.series_record(series).swept
         headers = [", ".join(swept) or "case"] + [m.label for m in SHOWN]
         if dl is not None:

@@ -214,8 +214,10 @@ def build_sections(exps: list[ExperimentData], loads: Sequence[int]) -> list[Sec
             Section(
                 "meters",
                 "What each meter answers",
-                "Periodic mechanisms side by side with their CPU cost, event transports with "
-                "lost events and the highest sustained rate, OS noise per CPU.",
+                "One table per meter, answering its question: periodic mechanisms with their "
+                "CPU cost, event transports with lost events and rates, OS noise per CPU, page "
+                "faults, allocation per size, preemptors, worker and pipeline designs, "
+                "throughput.",
                 tables=meters,
             )
         )

@@ -1,0 +1,97 @@
+/* pipeline: the shared types of the meter (pipeline.c) and its producer (pipeline_prod.c). */
+#ifndef RTLAB_METER_PIPELINE_H
+#define RTLAB_METER_PIPELINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "lib/policy.h"
+#include "lib/timeutil.h"
+
+#define RING_BYTES_MAX ((int64_t)256 << 20) /* records of one ring, locked in memory */
+#define READY_NS (5 * NSEC_PER_SEC)         /* for the producer to set itself up */
+#define LOOK_NS (100 * NSEC_PER_MSEC)       /* the consumer checks stop and producer this often */
+#define END_NS NSEC_PER_SEC                 /* for the producer to see a stop, after its sleep */
+#define PROD_STACK_BYTES (128 * 1024)
+#define PROD_PREFAULT_BYTES (16 * 1024)
+
+struct pipeline_params {
+	const char *consumer_text;
+	int64_t ring;         /* records */
+	int64_t rate_hz;      /* records produced per second */
+	int64_t record_size;  /* bytes, header included */
+	bool processes;
+	struct cpulist prod_cpus;
+	bool prod_cpu_set;
+	/* Derived by check(). */
+	bool periodic;
+	int64_t period_ns;    /* the periodic consumer's; 0 for aperiodic */
+	int prod_cpu;         /* -1: where the consumer is */
+	char fault[48];       /* a refused value argv does not hold as such */
+};
+
+/* The head of every record; the rest of record_size is payload the producer fills. */
+struct pipe_rec {
+	int64_t stamp_ns;     /* CLOCK_MONOTONIC when the producer wrote it */
+	uint64_t seq;         /* 0-based record number, dropped ones included */
+};
+
+/* MAP_SHARED, followed by the records: the same for a producer thread and process. */
+struct pipe_shared {
+	_Alignas(64) _Atomic uint64_t head; /* records written (producer) */
+	_Atomic uint64_t produced, dropped, late, max_fill; /* records */
+	_Atomic uint32_t done;    /* the producer has ended: the counters are final */
+	_Alignas(64) _Atomic uint64_t tail; /* records taken (consumer) */
+	_Atomic uint32_t waiting; /* the aperiodic consumer is about to sleep on bell */
+	_Alignas(64) _Atomic uint32_t bell; /* futex: bumped to wake the consumer */
+	_Atomic uint32_t go;      /* futex: the consumer has set the schedule */
+	_Atomic uint32_t quit;    /* the consumer stops: produce no more */
+	_Atomic int ready;        /* producer: 0 starting, 1 ready, -errno refused */
+	int64_t start_ns, duration_ns; /* of the schedule; duration 0: none */
+	uint64_t loops;           /* records to produce, 0: no limit */
+	pid_t tid;                /* the producer, as it really runs */
+	struct policy_spec policy;
+	bool policy_fallback;
+	char why[200];
+};
+
+#define SH_BYTES ((sizeof(struct pipe_shared) + 63) & ~(size_t)63)
+#define RECS(sh) ((unsigned char *)(sh) + SH_BYTES)
+#define LD(sh, f) atomic_load_explicit(&(sh)->f, memory_order_relaxed)
+#define ST(sh, f, v) atomic_store_explicit(&(sh)->f, (v), memory_order_relaxed)
+
+struct pipe_state {
+	const struct pipeline_params *p;
+	struct pipe_shared *sh;
+	size_t map_bytes;
+	unsigned char *copy;       /* the consumer takes each record out into this */
+	pthread_t prod_pthread;
+	bool prod_thread;
+	pid_t prod_pid;
+	struct policy_spec prod_spec; /* to apply */
+	int prod_cpu;
+	bool may_fall_back;
+	uint64_t tail;             /* the consumer's copy of sh->tail */
+	/* What the run saw; copied out of sh, which teardown unmaps. */
+	pid_t prod_tid;
+	struct policy_spec prod_policy;
+	bool prod_fallback;
+	char prod_why[200];
+	const char *err;           /* why the consumer ended early, or NULL */
+	uint64_t records, unread, late, max_fill;
+};
+
+
+/* The producer (pipeline_prod.c). */
+long pipe_futex(_Atomic uint32_t *w, int op, uint32_t val, int64_t rel_ns, bool pshared);
+void ring_bell(struct pipe_shared *sh, bool pshared);
+int producer_spawn(struct pipe_state *st, const struct policy_spec *own, char *err,
+		   size_t errlen);
+bool producer_gone(struct pipe_state *st);
+int producer_wait_ready(struct pipe_state *st, char *err, size_t errlen);
+
+#endif
