@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -67,3 +68,37 @@ def online_cpus() -> list[int]:
         lo, _, hi = part.partition("-")
         cpus.extend(range(int(lo), int(hi or lo) + 1))
     return cpus
+
+
+@pytest.fixture
+def meter_run(run_probe, tmp_path):
+    """Run METER with ARGS writing its document: (completed process, document or None)."""
+
+    def go(meter: str, *args: str, timeout: float = 60):
+        out = tmp_path / "result.json"
+        out.unlink(missing_ok=True)
+        cp = run_probe(meter, *args, "--json", str(out), "--quiet", timeout=timeout)
+        doc = json.loads(out.read_text()) if out.exists() else None
+        return cp, doc
+
+    return go
+
+
+PCTS = ["50", "90", "99", "99.9", "99.99"]
+
+
+def check_latencies(t: dict) -> None:
+    """What every thread object of a result document satisfies: ordered statistics,
+    histogram and per-second counts equal to the samples, the worst samples sorted."""
+    n = t["count"]
+    p = t["percentiles_ns"]
+    ordered = [t["min_ns"], *[p[k] for k in PCTS], t["max_ns"]]
+    assert ordered == sorted(ordered)
+    assert t["min_ns"] <= t["mean_ns"] <= t["max_ns"]
+    buckets = t["histogram"]["buckets"]
+    assert sum(b[2] for b in buckets) + t["histogram"]["overflow"] == n
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(buckets))
+    assert sum(t["series"]["count"]) == n
+    worst = t["worst"]
+    assert len(worst) == min(16, n) and worst[0]["latency_ns"] == t["max_ns"]
+    assert all(0 <= w["cycle"] < n for w in worst)  # cycle: the sample's index

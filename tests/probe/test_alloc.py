@@ -7,6 +7,7 @@ the one test of a real-time policy: the CPUs are shared.
 
 from __future__ import annotations
 
+import functools
 import json
 import resource
 import signal
@@ -31,17 +32,9 @@ needs_root = pytest.mark.skipif(not is_root(), reason="needs root for real-time 
 
 
 @pytest.fixture
-def alloc(run_probe, tmp_path):
-    """Run `alloc` with ARGS and return (completed process, document or None)."""
-
-    def go(*args: str, timeout: float = 60):
-        out = tmp_path / "result.json"
-        out.unlink(missing_ok=True)
-        cp = run_probe("alloc", *args, "--json", str(out), "--quiet", timeout=timeout)
-        doc = json.loads(out.read_text()) if out.exists() else None
-        return cp, doc
-
-    return go
+def alloc(meter_run):
+    """Run `alloc` with ARGS: (completed process, document or None)."""
+    return functools.partial(meter_run, "alloc")
 
 
 def one_line(cp: subprocess.CompletedProcess) -> str:

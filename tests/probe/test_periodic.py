@@ -5,6 +5,7 @@ Behaviour is asserted, never latency bounds: the test machine may be a noisy VM.
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import struct
@@ -38,17 +39,9 @@ needs_root = pytest.mark.skipif(not is_root(), reason="needs root for real-time 
 
 
 @pytest.fixture
-def periodic(run_probe, tmp_path):
-    """Run `periodic` with ARGS and return (completed process, document or None)."""
-
-    def go(*args: str, timeout: float = 60):
-        out = tmp_path / "result.json"
-        out.unlink(missing_ok=True)
-        cp = run_probe("periodic", *args, "--json", str(out), "--quiet", timeout=timeout)
-        doc = json.loads(out.read_text()) if out.exists() else None
-        return cp, doc
-
-    return go
+def periodic(meter_run):
+    """Run `periodic` with ARGS: (completed process, document or None)."""
+    return functools.partial(meter_run, "periodic")
 
 
 def one_line(cp: subprocess.CompletedProcess) -> str:

@@ -6,7 +6,7 @@ Where a test expects overruns or none, the numbers make it arithmetic, not timin
 
 from __future__ import annotations
 
-import itertools
+import functools
 import json
 import signal
 import subprocess
@@ -15,7 +15,7 @@ import time
 import pytest
 
 from . import procfs
-from .conftest import is_root, online_cpus
+from .conftest import check_latencies, is_root, online_cpus
 
 PCTS = ["50", "90", "99", "99.9", "99.99"]
 PRODUCER_COMM = "rtlab:producer"
@@ -27,17 +27,9 @@ PARAM_KEYS = {"consumer", "period_ns", "ring", "rate_hz", "record_size", "proces
 
 
 @pytest.fixture
-def pipeline(run_probe, tmp_path):
-    """Run `pipeline` with ARGS and return (completed process, document or None)."""
-
-    def go(*args: str, timeout: float = 60):
-        out = tmp_path / "result.json"
-        out.unlink(missing_ok=True)
-        cp = run_probe("pipeline", *args, "--json", str(out), "--quiet", timeout=timeout)
-        doc = json.loads(out.read_text()) if out.exists() else None
-        return cp, doc
-
-    return go
+def pipeline(meter_run):
+    """Run `pipeline` with ARGS: (completed process, document or None)."""
+    return functools.partial(meter_run, "pipeline")
 
 
 def check_records(t: dict, records: int | None = None) -> None:
@@ -54,17 +46,7 @@ def check_records(t: dict, records: int | None = None) -> None:
     assert set(t) >= THREAD_KEYS
     if not n:
         return
-    p = t["percentiles_ns"]
-    ordered = [t["min_ns"], *[p[k] for k in PCTS], t["max_ns"]]
-    assert ordered == sorted(ordered)
-    assert t["min_ns"] <= t["mean_ns"] <= t["max_ns"]
-    buckets = t["histogram"]["buckets"]
-    assert sum(b[2] for b in buckets) + t["histogram"]["overflow"] == n
-    assert all(a[1] < b[0] for a, b in itertools.pairwise(buckets))
-    assert sum(t["series"]["count"]) == n
-    worst = t["worst"]
-    assert len(worst) == min(16, n) and worst[0]["latency_ns"] == t["max_ns"]
-    assert all(0 <= w["cycle"] < n for w in worst)  # cycle: the sample's index
+    check_latencies(t)
     assert t["raw_lost"] == 0
 
 

@@ -6,6 +6,7 @@ Behaviour is asserted, never latency bounds: the test machine may be a noisy VM.
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import subprocess
@@ -30,17 +31,9 @@ TOP_LEVEL = ["tracing_on", "current_tracer", "set_event", "trace_clock", "tracin
 
 
 @pytest.fixture
-def preempt(run_probe, tmp_path):
-    """Run `preempt` with ARGS and return (completed process, document or None)."""
-
-    def go(*args: str, timeout: float = 60):
-        out = tmp_path / "result.json"
-        out.unlink(missing_ok=True)
-        cp = run_probe("preempt", *args, "--json", str(out), "--quiet", timeout=timeout)
-        doc = json.loads(out.read_text()) if out.exists() else None
-        return cp, doc
-
-    return go
+def preempt(meter_run):
+    """Run `preempt` with ARGS: (completed process, document or None)."""
+    return functools.partial(meter_run, "preempt")
 
 
 def tracefs_root() -> Path | None:

@@ -5,8 +5,8 @@ Structure and behaviour only, never latency bounds: this runs on shared, noisy m
 
 from __future__ import annotations
 
+import functools
 import glob
-import itertools
 import json
 import os
 import shutil
@@ -18,7 +18,7 @@ import time
 import pytest
 
 from . import procfs
-from .conftest import is_root, online_cpus
+from .conftest import check_latencies, is_root, online_cpus
 
 TRANSPORTS = ["pipe", "eventfd", "futex", "condvar", "signal", "mq", "unix", "semaphore"]
 PCTS = ["50", "90", "99", "99.9", "99.99"]
@@ -30,17 +30,9 @@ POLICY = ["--policy", "fifo:50"] if is_root() else ["--policy", "other", "--allo
 
 
 @pytest.fixture
-def response(run_probe, tmp_path):
-    """Run `response` with ARGS and return (completed process, document or None)."""
-
-    def go(*args: str, timeout: float = 60):
-        out = tmp_path / "result.json"
-        out.unlink(missing_ok=True)
-        cp = run_probe("response", *args, "--json", str(out), "--quiet", timeout=timeout)
-        doc = json.loads(out.read_text()) if out.exists() else None
-        return cp, doc
-
-    return go
+def response(meter_run):
+    """Run `response` with ARGS: (completed process, document or None)."""
+    return functools.partial(meter_run, "response")
 
 
 def check_events(t: dict, events: int | None = None) -> None:
@@ -50,17 +42,7 @@ def check_events(t: dict, events: int | None = None) -> None:
     assert t["events"] == n + t["lost"]
     if events is not None:
         assert t["events"] == events
-    p = t["percentiles_ns"]
-    ordered = [t["min_ns"], *[p[k] for k in PCTS], t["max_ns"]]
-    assert ordered == sorted(ordered)
-    assert t["min_ns"] <= t["mean_ns"] <= t["max_ns"]
-    buckets = t["histogram"]["buckets"]
-    assert sum(b[2] for b in buckets) + t["histogram"]["overflow"] == n
-    assert all(a[1] < b[0] for a, b in itertools.pairwise(buckets))
-    assert sum(t["series"]["count"]) == n
-    worst = t["worst"]
-    assert len(worst) == min(16, n) and worst[0]["latency_ns"] == t["max_ns"]
-    assert all(0 <= w["cycle"] < n for w in worst)  # cycle: the sample's index
+    check_latencies(t)
     assert t["raw_lost"] == 0 and t["overruns"] >= 0
     s = t["stimulus"]
     assert s["tid"] > 0 and s["tid"] != t["tid"]

@@ -5,7 +5,7 @@ Structure and behaviour only, never latency bounds: this runs on shared, noisy m
 
 from __future__ import annotations
 
-import itertools
+import functools
 import json
 import signal
 import subprocess
@@ -14,7 +14,7 @@ import time
 import pytest
 
 from . import procfs
-from .conftest import is_root, online_cpus
+from .conftest import check_latencies, is_root, online_cpus
 
 DESIGNS = ["busy", "yield", "sleep:100us", "futex", "eventfd"]
 PCTS = ["50", "90", "99", "99.9", "99.99"]
@@ -26,17 +26,9 @@ POLICY = ["--policy", "fifo:50"] if is_root() else ["--policy", "other", "--allo
 
 
 @pytest.fixture
-def worker(run_probe, tmp_path):
-    """Run `worker` with ARGS and return (completed process, document or None)."""
-
-    def go(*args: str, timeout: float = 60):
-        out = tmp_path / "result.json"
-        out.unlink(missing_ok=True)
-        cp = run_probe("worker", *args, "--json", str(out), "--quiet", timeout=timeout)
-        doc = json.loads(out.read_text()) if out.exists() else None
-        return cp, doc
-
-    return go
+def worker(meter_run):
+    """Run `worker` with ARGS: (completed process, document or None)."""
+    return functools.partial(meter_run, "worker")
 
 
 def check_items(t: dict, items: int | None = None) -> None:
@@ -46,17 +38,7 @@ def check_items(t: dict, items: int | None = None) -> None:
     assert t["items"] == n + t["lost"]
     if items is not None:
         assert t["items"] == items
-    p = t["percentiles_ns"]
-    ordered = [t["min_ns"], *[p[k] for k in PCTS], t["max_ns"]]
-    assert ordered == sorted(ordered)
-    assert t["min_ns"] <= t["mean_ns"] <= t["max_ns"]
-    buckets = t["histogram"]["buckets"]
-    assert sum(b[2] for b in buckets) + t["histogram"]["overflow"] == n
-    assert all(a[1] < b[0] for a, b in itertools.pairwise(buckets))
-    assert sum(t["series"]["count"]) == n
-    worst = t["worst"]
-    assert len(worst) == min(16, n) and worst[0]["latency_ns"] == t["max_ns"]
-    assert all(0 <= w["cycle"] < n for w in worst)  # cycle: the sample's index
+    check_latencies(t)
     assert t["raw_lost"] == 0 and t["overruns"] >= 0
     assert isinstance(t["cpu_pct"], (int, float)) and t["cpu_pct"] >= 0
     assert t["cpu_ns"] >= 0 and t["wall_ns"] > 0

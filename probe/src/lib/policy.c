@@ -1,5 +1,6 @@
 /* Scheduling policy parse/apply/read-back via the raw sched_setattr syscalls. */
 #include "policy.h"
+#include "jsonw.h"
 #include "timeutil.h"
 
 #include <errno.h>
@@ -269,4 +270,18 @@ void policy_format(const struct policy_spec *p, char *buf, size_t len)
 	default:
 		snprintf(buf, len, "%s", policy_name(p->policy));
 	}
+}
+
+void policy_json(struct jw *w, const struct policy_spec *p)
+{
+	jw_obj_begin(w);
+	jw_kstr(w, "name", policy_name(p->policy));
+	jw_kint(w, "priority", p->priority);
+	jw_kint(w, "nice", p->nice);
+	if (p->policy == SCHED_DEADLINE) {
+		jw_kuint(w, "runtime_ns", p->runtime_ns);
+		jw_kuint(w, "deadline_ns", p->deadline_ns);
+		jw_kuint(w, "period_ns", p->period_ns);
+	}
+	jw_obj_end(w);
 }

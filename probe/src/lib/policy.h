@@ -34,4 +34,9 @@ const char *policy_name(int policy);
 /* Canonical text form, parseable by policy_parse ("fifo:80", "other:0"). */
 void policy_format(const struct policy_spec *p, char *buf, size_t len);
 
+struct jw;
+
+/* As an object of the result document: name, priority, nice (and deadline's times). */
+void policy_json(struct jw *w, const struct policy_spec *p);
+
 #endif

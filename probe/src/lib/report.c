@@ -30,20 +30,6 @@ static uint64_t thread_count(const struct mthread *t)
 	return MT_GET(t, count);
 }
 
-static void policy_json(struct jw *w, const struct policy_spec *p)
-{
-	jw_obj_begin(w);
-	jw_kstr(w, "name", policy_name(p->policy));
-	jw_kint(w, "priority", p->priority);
-	jw_kint(w, "nice", p->nice);
-	if (p->policy == SCHED_DEADLINE) {
-		jw_kuint(w, "runtime_ns", p->runtime_ns);
-		jw_kuint(w, "deadline_ns", p->deadline_ns);
-		jw_kuint(w, "period_ns", p->period_ns);
-	}
-	jw_obj_end(w);
-}
-
 static void hist_json(struct jw *w, const struct hist *h)
 {
 	jw_obj_begin(w);

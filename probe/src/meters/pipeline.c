@@ -53,12 +53,14 @@ static int pipeline_thread_setup(struct mthread *t, const void *pp, char *err, s
 	memset(st->sh, 0, st->map_bytes); /* no page faults while measuring */
 	memset(st->copy, 0, (size_t)p->record_size);
 	(void)policy_read(0, &own);
-	st->prod_spec = own;
-	st->prod_cpu = p->prod_cpu >= 0 ? p->prod_cpu : t->cpu;
-	st->may_fall_back = t->fallback;
-	int rc = producer_spawn(st, &own, err, errlen);
+	st->prod = (struct companion){ .name = "producer", .run = producer_run, .arg = st,
+				       .process = p->processes,
+				       .cpu = p->prod_cpu >= 0 ? p->prod_cpu : t->cpu,
+				       .spec = own, .may_fall_back = t->fallback };
+	int rc = comp_spawn(&st->prod, &own, err, errlen);
 
-	return rc ? rc : producer_wait_ready(st, err, errlen);
+	return rc ? rc : comp_wait_ready(&st->prod, &st->sh->rep, &st->prod_seen, "producer: ",
+					 err, errlen);
 }
 
 static void pipeline_thread_teardown(struct mthread *t, const void *pp)
@@ -71,15 +73,7 @@ static void pipeline_thread_teardown(struct mthread *t, const void *pp)
 		atomic_store_explicit(&st->sh->go, 1, memory_order_release);
 		(void)pipe_futex(&st->sh->go, FUTEX_WAKE, 1, 0, p->processes);
 	}
-	if (st->prod_thread)
-		(void)pthread_join(st->prod_pthread, NULL); /* within one record interval */
-	st->prod_thread = false;
-	if (st->prod_pid > 0) {
-		(void)kill(st->prod_pid, SIGKILL);
-		while (waitpid(st->prod_pid, NULL, 0) < 0 && errno == EINTR)
-			;
-	}
-	st->prod_pid = 0;
+	comp_stop(&st->prod); /* a thread sees quit within one record interval */
 	if (st->sh)
 		(void)munmap(st->sh, st->map_bytes);
 	st->sh = NULL;
@@ -89,25 +83,11 @@ static void pipeline_thread_teardown(struct mthread *t, const void *pp)
 
 /* Write each page once: every fork made them copy-on-write again, and the first write
  * would fault in the measuring loop. After all threads' setup, so after every fork. */
-static void cow_touch(void *p, size_t len)
-{
-	volatile char *c = p;
-
-	for (size_t off = 0; off < len; off += 4096)
-		c[off] = c[off];
-	if (len)
-		c[len - 1] = c[len - 1];
-}
-
 static void unshare_pages(struct mthread *t, struct pipe_state *st)
 {
-	cow_touch(t, sizeof(*t));
-	cow_touch(t->hist, sizeof(*t->hist));
-	cow_touch(t->series.slot, t->series.cap * sizeof(*t->series.slot));
-	if (t->ring)
-		cow_touch(t->ring->buf, (t->ring->mask + 1) * sizeof(*t->ring->buf));
-	cow_touch(st, sizeof(*st));
-	cow_touch(st->copy, (size_t)st->p->record_size);
+	comp_unshare_mthread(t);
+	comp_cow_touch(st, sizeof(*st));
+	comp_cow_touch(st->copy, (size_t)st->p->record_size);
 }
 
 /* Take every record written so far, also those written meanwhile: one sample each. */
@@ -150,7 +130,7 @@ static void wait_done(struct pipe_state *st)
 	int64_t until = mono_now_ns() + NSEC_PER_SEC / st->p->rate_hz + END_NS;
 
 	atomic_store(&sh->quit, 1);
-	while (!atomic_load(&sh->done) && mono_now_ns() < until && !producer_gone(st))
+	while (!atomic_load(&sh->done) && mono_now_ns() < until && !comp_gone(&st->prod))
 		(void)pipe_futex(&sh->bell, FUTEX_WAIT, atomic_load(&sh->bell), 10 * NSEC_PER_MSEC,
 				 st->p->processes);
 }
@@ -166,9 +146,7 @@ static void pipeline_loop(struct mthread *t, const void *pp, const struct run_ct
 	bool end;
 
 	if (p->processes) {
-		volatile char stack[PROD_PREFAULT_BYTES];
-
-		memset((char *)stack, 0, sizeof(stack));
+		comp_prefault_stack();
 		unshare_pages(t, st);
 	}
 	t->start_ns = mono_now_ns();
@@ -197,7 +175,7 @@ static void pipeline_loop(struct mthread *t, const void *pp, const struct run_ct
 		}
 		if (now - look >= LOOK_NS) {
 			look = now;
-			if (producer_gone(st) && !atomic_load(&sh->done)) { /* else: drain, end */
+			if (comp_gone(&st->prod) && !atomic_load(&sh->done)) { /* else: drain, end */
 				st->err = "the producer process ended";
 				break;
 			}
@@ -294,7 +272,6 @@ static void pipeline_thread_json(struct jw *w, const struct mthread *t, const vo
 {
 	const struct pipeline_params *p = pp;
 	const struct pipe_state *st = t->mstate;
-	const struct policy_spec *pol = &st->prod_policy;
 
 	jw_kstr(w, "consumer", p->periodic ? "periodic" : "aperiodic");
 	jw_kint(w, "ring", p->ring);
@@ -307,23 +284,7 @@ static void pipeline_thread_json(struct jw *w, const struct mthread *t, const vo
 	jw_key(w, "producer");
 	jw_obj_begin(w);
 	jw_kbool(w, "process", p->processes);
-	jw_kint(w, "tid", st->prod_tid);
-	jw_key(w, "cpu");
-	st->prod_cpu >= 0 ? jw_int(w, st->prod_cpu) : jw_null(w);
-	jw_key(w, "policy"); /* as the runner writes the consumer's */
-	jw_obj_begin(w);
-	jw_kstr(w, "name", policy_name(pol->policy));
-	jw_kint(w, "priority", pol->priority);
-	jw_kint(w, "nice", pol->nice);
-	if (pol->policy == SCHED_DEADLINE) {
-		jw_kuint(w, "runtime_ns", pol->runtime_ns);
-		jw_kuint(w, "deadline_ns", pol->deadline_ns);
-		jw_kuint(w, "period_ns", pol->period_ns);
-	}
-	jw_obj_end(w);
-	jw_kbool(w, "policy_fallback", st->prod_fallback);
-	if (st->prod_fallback)
-		jw_kstr(w, "policy_fallback_reason", st->prod_why);
+	comp_json(w, &st->prod, &st->prod_seen);
 	jw_obj_end(w);
 }
 

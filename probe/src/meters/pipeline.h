@@ -9,15 +9,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "lib/companion.h"
 #include "lib/policy.h"
 #include "lib/timeutil.h"
 
 #define RING_BYTES_MAX ((int64_t)256 << 20) /* records of one ring, locked in memory */
-#define READY_NS (5 * NSEC_PER_SEC)         /* for the producer to set itself up */
 #define LOOK_NS (100 * NSEC_PER_MSEC)       /* the consumer checks stop and producer this often */
 #define END_NS NSEC_PER_SEC                 /* for the producer to see a stop, after its sleep */
-#define PROD_STACK_BYTES (128 * 1024)
-#define PROD_PREFAULT_BYTES (16 * 1024)
 
 struct pipeline_params {
 	const char *consumer_text;
@@ -50,13 +48,9 @@ struct pipe_shared {
 	_Alignas(64) _Atomic uint32_t bell; /* futex: bumped to wake the consumer */
 	_Atomic uint32_t go;      /* futex: the consumer has set the schedule */
 	_Atomic uint32_t quit;    /* the consumer stops: produce no more */
-	_Atomic int ready;        /* producer: 0 starting, 1 ready, -errno refused */
+	struct comp_report rep;   /* the producer says it is set up */
 	int64_t start_ns, duration_ns; /* of the schedule; duration 0: none */
 	uint64_t loops;           /* records to produce, 0: no limit */
-	pid_t tid;                /* the producer, as it really runs */
-	struct policy_spec policy;
-	bool policy_fallback;
-	char why[200];
 };
 
 #define SH_BYTES ((sizeof(struct pipe_shared) + 63) & ~(size_t)63)
@@ -69,18 +63,10 @@ struct pipe_state {
 	struct pipe_shared *sh;
 	size_t map_bytes;
 	unsigned char *copy;       /* the consumer takes each record out into this */
-	pthread_t prod_pthread;
-	bool prod_thread;
-	pid_t prod_pid;
-	struct policy_spec prod_spec; /* to apply */
-	int prod_cpu;
-	bool may_fall_back;
+	struct companion prod;
 	uint64_t tail;             /* the consumer's copy of sh->tail */
 	/* What the run saw; copied out of sh, which teardown unmaps. */
-	pid_t prod_tid;
-	struct policy_spec prod_policy;
-	bool prod_fallback;
-	char prod_why[200];
+	struct comp_info prod_seen; /* the producer as it really ran */
 	const char *err;           /* why the consumer ended early, or NULL */
 	uint64_t records, unread, late, max_fill;
 };
@@ -89,9 +75,7 @@ struct pipe_state {
 /* The producer (pipeline_prod.c). */
 long pipe_futex(_Atomic uint32_t *w, int op, uint32_t val, int64_t rel_ns, bool pshared);
 void ring_bell(struct pipe_shared *sh, bool pshared);
-int producer_spawn(struct pipe_state *st, const struct policy_spec *own, char *err,
-		   size_t errlen);
-bool producer_gone(struct pipe_state *st);
-int producer_wait_ready(struct pipe_state *st, char *err, size_t errlen);
+/* The producer's body, as a companion thread or process (arg: the pipe_state). */
+void producer_run(void *arg);
 
 #endif

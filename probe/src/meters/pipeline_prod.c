@@ -91,119 +91,18 @@ static void produce(struct pipe_shared *sh, const struct pipeline_params *p)
 	}
 }
 
-/* Set up as asked, say so through sh->ready, produce once the consumer says go. */
-static void *producer_run(void *arg)
+/* Set up as asked, say so through sh->rep, produce once the consumer says go. */
+void producer_run(void *arg)
 {
 	struct pipe_state *st = arg;
 	struct pipe_shared *sh = st->sh;
-	int rc = 0;
 
-	if (st->prod_cpu >= 0) {
-		cpu_set_t set;
-
-		CPU_ZERO(&set);
-		CPU_SET(st->prod_cpu, &set);
-		if (sched_setaffinity(0, sizeof(set), &set)) {
-			rc = -errno;
-			snprintf(sh->why, sizeof(sh->why), "cannot pin the producer to CPU %d (%s)",
-				 st->prod_cpu, strerror(errno));
-		}
-	}
-	if (!rc && (rc = policy_apply(&st->prod_spec, 0, sh->why, sizeof(sh->why))) &&
-	    st->may_fall_back) {
-		sh->policy_fallback = true; /* --allow-fallback let the consumer fall back too */
-		rc = 0;
-	}
-	(void)policy_read(0, &sh->policy);
-	sh->tid = gettid();
-	{
-		volatile char stack[PROD_PREFAULT_BYTES];
-
-		memset((char *)stack, 0, sizeof(stack));
-	}
-	atomic_store_explicit(&sh->ready, rc ? rc : 1, memory_order_release);
-	if (rc)
-		return NULL;
+	if (comp_setup(&st->prod, &sh->rep))
+		return;
 	while (!atomic_load_explicit(&sh->go, memory_order_acquire))
 		(void)pipe_futex(&sh->go, FUTEX_WAIT, 0, 0, st->p->processes);
 	if (!LD(sh, quit))
 		produce(sh, st->p);
 	atomic_store(&sh->done, 1);
 	ring_bell(sh, st->p->processes);
-	return NULL;
 }
-
-/* A SCHED_DEADLINE task may neither fork nor clone: it leaves the policy for a moment. */
-int producer_spawn(struct pipe_state *st, const struct policy_spec *own, char *err,
-			  size_t errlen)
-{
-	static const struct policy_spec other = { .policy = SCHED_OTHER };
-	bool dl = own->policy == SCHED_DEADLINE;
-	pthread_attr_t attr;
-	int rc = 0, rc2;
-
-	if (dl && (rc = policy_apply(&other, 0, err, errlen)))
-		return rc;
-	if (st->p->processes) {
-		pid_t pid = load_fork_child(); /* same group; dies with this thread, even on SIGKILL */
-
-		if (pid == 0) {
-			(void)prctl(PR_SET_NAME, "rtlab:producer");
-			(void)producer_run(st);
-			_exit(0);
-		}
-		rc = pid < 0 ? -errno : 0;
-		st->prod_pid = pid > 0 ? pid : 0;
-	} else {
-		(void)pthread_attr_init(&attr);
-		(void)pthread_attr_setstacksize(&attr, PROD_STACK_BYTES);
-		rc = -pthread_create(&st->prod_pthread, &attr, producer_run, st);
-		(void)pthread_attr_destroy(&attr);
-		st->prod_thread = !rc;
-		if (!rc)
-			(void)pthread_setname_np(st->prod_pthread, "rtlab:producer");
-	}
-	if (rc)
-		snprintf(err, errlen, "cannot start the producer (%s)", strerror(-rc));
-	if (dl && (rc2 = policy_apply(own, 0, err, errlen)))
-		rc = rc ? rc : rc2;
-	return rc;
-}
-
-/* Has the producer process ended by itself? (A thread cannot.) */
-bool producer_gone(struct pipe_state *st)
-{
-	if (st->prod_pid <= 0 || waitpid(st->prod_pid, NULL, WNOHANG) != st->prod_pid)
-		return false;
-	st->prod_pid = 0;
-	return true;
-}
-
-int producer_wait_ready(struct pipe_state *st, char *err, size_t errlen)
-{
-	struct pipe_shared *sh = st->sh;
-	int64_t until = mono_now_ns() + READY_NS;
-	struct timespec nap = ns_to_ts(200 * NSEC_PER_USEC);
-	int rc;
-
-	while (!(rc = atomic_load_explicit(&sh->ready, memory_order_acquire))) {
-		if (producer_gone(st)) {
-			snprintf(sh->why, sizeof(sh->why), "the producer process ended");
-			rc = -ECHILD;
-		} else if (mono_now_ns() > until) {
-			snprintf(sh->why, sizeof(sh->why), "the producer did not start");
-			rc = -ETIMEDOUT;
-		} else {
-			(void)clock_nanosleep(CLOCK_MONOTONIC, 0, &nap, NULL);
-		}
-	}
-	st->prod_tid = sh->tid;
-	st->prod_policy = sh->policy;
-	st->prod_fallback = sh->policy_fallback;
-	snprintf(st->prod_why, sizeof(st->prod_why), "%s", sh->why);
-	if (rc > 0)
-		return 0;
-	snprintf(err, errlen, "producer: %s", sh->why);
-	return rc;
-}
-

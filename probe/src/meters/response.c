@@ -65,12 +65,15 @@ static int response_thread_setup(struct mthread *t, const void *pp, char *err, s
 	st->stim_ch = st->ch;
 	st->rng = (uint64_t)p->seed ^ ((uint64_t)t->index * 0xd1b54a32d192ed03ULL);
 	(void)policy_read(0, &own);
-	st->stim_spec = p->stim_policy_set ? p->stim_policy : own;
-	st->stim_cpu = p->stim_cpu >= 0 ? p->stim_cpu : t->cpu;
-	st->stim_may_fall_back = t->fallback;
-	if ((rc = stim_spawn(st, &own, err, errlen)))
+	st->stim = (struct companion){ .name = "stimulus", .run = stim_run, .arg = st,
+				       .process = p->handler_process,
+				       .cpu = p->stim_cpu >= 0 ? p->stim_cpu : t->cpu,
+				       .spec = p->stim_policy_set ? p->stim_policy : own,
+				       .may_fall_back = t->fallback };
+	if ((rc = comp_spawn(&st->stim, &own, err, errlen)))
 		return rc;
-	return stim_wait_ready(st, p, err, errlen);
+	return comp_wait_ready(&st->stim, &st->sh->rep, &st->stim_seen,
+			       p->stim_policy_set ? "--stimulus-policy: " : "stimulus: ", err, errlen);
 }
 
 static void response_thread_teardown(struct mthread *t, const void *pp)
@@ -82,15 +85,7 @@ static void response_thread_teardown(struct mthread *t, const void *pp)
 		atomic_store(&st->sh->phase, PHASE_QUIT);
 		(void)resp_futex(&st->sh->phase, FUTEX_WAKE, 1, true);
 	}
-	if (st->stim_thread)
-		(void)pthread_join(st->stim_pthread, NULL);
-	st->stim_thread = false;
-	if (st->stim_pid > 0) {
-		(void)kill(st->stim_pid, SIGKILL);
-		while (waitpid(st->stim_pid, NULL, 0) < 0 && errno == EINTR)
-			;
-	}
-	st->stim_pid = 0;
+	comp_stop(&st->stim);
 	if (st->chan_open)
 		st->tp->teardown(&st->ch);
 	st->chan_open = false;
@@ -101,27 +96,11 @@ static void response_thread_teardown(struct mthread *t, const void *pp)
 
 /* Write each page once: every fork made them copy-on-write again, and the first write
  * would fault in the measuring loop. After all threads' setup, so after every fork. */
-static void cow_touch(void *p, size_t len)
-{
-	volatile char *c = p;
-
-	for (size_t off = 0; off < len; off += 4096)
-		c[off] = c[off];
-	if (len)
-		c[len - 1] = c[len - 1];
-}
-
 static void unshare_pages(struct mthread *t, struct resp_state *st)
 {
-	volatile char stack[STIM_PREFAULT_BYTES];
-
-	memset((char *)stack, 0, sizeof(stack));
-	cow_touch(t, sizeof(*t));
-	cow_touch(t->hist, sizeof(*t->hist));
-	cow_touch(t->series.slot, t->series.cap * sizeof(*t->series.slot));
-	if (t->ring)
-		cow_touch(t->ring->buf, (t->ring->mask + 1) * sizeof(*t->ring->buf));
-	cow_touch(st, sizeof(*st));
+	comp_prefault_stack();
+	comp_unshare_mthread(t);
+	comp_cow_touch(st, sizeof(*st));
 }
 
 static void phase_start(struct resp_state *st, int64_t start, int64_t lo, int64_t hi,
@@ -404,21 +383,6 @@ static int response_check(void *pp, int nthreads, struct opt_fault *at, char *er
 
 /* ---- the document ---- */
 
-static void policy_obj(struct jw *w, const char *key, const struct policy_spec *p)
-{
-	jw_key(w, key);
-	jw_obj_begin(w);
-	jw_kstr(w, "name", policy_name(p->policy));
-	jw_kint(w, "priority", p->priority);
-	jw_kint(w, "nice", p->nice);
-	if (p->policy == SCHED_DEADLINE) {
-		jw_kuint(w, "runtime_ns", p->runtime_ns);
-		jw_kuint(w, "deadline_ns", p->deadline_ns);
-		jw_kuint(w, "period_ns", p->period_ns);
-	}
-	jw_obj_end(w);
-}
-
 static void response_params_json(struct jw *w, const void *pp)
 {
 	const struct response_params *p = pp;
@@ -503,13 +467,7 @@ static void response_thread_json(struct jw *w, const struct mthread *t, const vo
 	jw_key(w, "stimulus");
 	jw_obj_begin(w);
 	jw_kbool(w, "process", p->handler_process);
-	jw_kint(w, "tid", st->stim_tid);
-	jw_key(w, "cpu");
-	st->stim_cpu >= 0 ? jw_int(w, st->stim_cpu) : jw_null(w);
-	policy_obj(w, "policy", &st->stim_policy);
-	jw_kbool(w, "policy_fallback", st->stim_fallback);
-	if (st->stim_fallback)
-		jw_kstr(w, "policy_fallback_reason", st->stim_why);
+	comp_json(w, &st->stim, &st->stim_seen);
 	jw_obj_end(w);
 	if (st->tp && !strcmp(st->tp->name, "gpio")) {
 		jw_key(w, "gpio_events");

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "lib/companion.h"
 #include "lib/hist.h"
 #include "lib/policy.h"
 #include "lib/timeutil.h"
@@ -21,10 +22,7 @@
 #define PHASE_QUIT UINT32_MAX       /* the stimulus returns */
 #define STEP_EVENTS 1000            /* per --find-max-rate step without --loops */
 #define MAX_STEPS 24
-#define READY_NS (5 * NSEC_PER_SEC) /* for the stimulus to set itself up */
 #define DRAIN_NS NSEC_PER_SEC       /* for the handler to take the last event */
-#define STIM_STACK_BYTES (128 * 1024)
-#define STIM_PREFAULT_BYTES (16 * 1024)
 
 struct response_params {
 	const char *transport_name;
@@ -56,14 +54,10 @@ struct resp_shared {
 	_Atomic uint64_t consumed; /* the last seq the handler took out of the transport */
 	_Atomic uint64_t fired, lost, overruns;
 	_Atomic int64_t drawn_ns;  /* sum of the intervals drawn for fired and lost events */
-	_Atomic int ready;         /* stimulus: 0 starting, 1 ready, -errno refused */
+	struct comp_report rep;    /* the stimulus says it is set up */
 	int fire_err;              /* -errno that ended a phase early */
 	int64_t start_ns, iv_min_ns, iv_max_ns, duration_ns; /* of the phase */
 	uint64_t limit;            /* events of the phase, 0: no limit */
-	pid_t tid;                 /* the stimulus, as it really runs */
-	struct policy_spec policy;
-	bool policy_fallback;
-	char why[200];
 	pthread_mutex_t mtx;       /* condvar, semaphore: no kernel object behind them */
 	pthread_cond_t cond;
 	sem_t sem;
@@ -120,19 +114,12 @@ struct resp_state {
 	struct resp_shared *sh;
 	const struct transport *tp;
 	struct resp_chan ch, stim_ch; /* the handler's side, the stimulus's copy */
-	bool chan_open, stim_thread;
-	pthread_t stim_pthread;
-	pid_t stim_pid;
-	struct policy_spec stim_spec; /* to apply */
-	int stim_cpu;
-	bool stim_may_fall_back;
+	bool chan_open;
+	struct companion stim;
 	uint64_t rng;
 	_Atomic int *stop;
 	/* What the run saw; copied out of sh, which teardown unmaps. */
-	pid_t stim_tid;
-	struct policy_spec stim_policy;
-	bool stim_fallback;
-	char stim_why[200];            /* why the stimulus policy fell back */
+	struct comp_info stim_seen;    /* the stimulus as it really ran */
 	int err;                       /* -errno that ended the measurement early */
 	uint64_t lost, events;
 	int64_t interval_ns, drawn_ns;
@@ -159,10 +146,7 @@ long resp_futex(_Atomic uint32_t *w, int op, uint32_t val, bool pshared);
 
 /* The stimulus (response_stim.c). */
 uint64_t splitmix64(uint64_t *s);
-/* Start the stimulus (a thread, or a process with --handler-process) at OWN's policy. */
-int stim_spawn(struct resp_state *st, const struct policy_spec *own, char *err, size_t errlen);
-/* Wait until the stimulus has set itself up; 0 or -errno with a reason. */
-int stim_wait_ready(struct resp_state *st, const struct response_params *p, char *err,
-		    size_t errlen);
+/* The stimulus's body, as a companion thread or process (arg: the resp_state). */
+void stim_run(void *arg);
 
 #endif

@@ -116,40 +116,18 @@ static void stim_phase(struct resp_chan *c, const struct transport *tp, uint32_t
 	(void)tp->fire(c);
 }
 
-/* Set up as asked, say so through sh->ready, then run each phase the handler starts. */
-static void stim_run(struct resp_state *st)
+/* Set up as asked, say so through sh->rep, then run each phase the handler starts. */
+void stim_run(void *arg)
 {
+	struct resp_state *st = arg;
 	struct resp_chan c = st->stim_ch; /* on this stack: in a process, only sh is shared */
 	struct resp_shared *sh = st->sh;
 	uint64_t rng = st->rng;
 	uint32_t seen = 0, ph;
-	int rc = 0;
+	int rc;
 
 	c.self = getpid();
-	if (st->stim_cpu >= 0) {
-		cpu_set_t set;
-
-		CPU_ZERO(&set);
-		CPU_SET(st->stim_cpu, &set);
-		if (sched_setaffinity(0, sizeof(set), &set)) {
-			rc = -errno;
-			snprintf(sh->why, sizeof(sh->why), "cannot pin the stimulus to CPU %d (%s)",
-				 st->stim_cpu, strerror(errno));
-		}
-	}
-	if (!rc && (rc = policy_apply(&st->stim_spec, 0, sh->why, sizeof(sh->why))) &&
-	    st->stim_may_fall_back) {
-		sh->policy_fallback = true; /* --allow-fallback let the handler fall back too */
-		rc = 0;
-	}
-	(void)policy_read(0, &sh->policy);
-	sh->tid = gettid();
-	{
-		volatile char stack[STIM_PREFAULT_BYTES];
-
-		memset((char *)stack, 0, sizeof(stack));
-	}
-	atomic_store_explicit(&sh->ready, rc ? rc : 1, memory_order_release);
+	rc = comp_setup(&st->stim, &sh->rep);
 	while (!rc) {
 		while ((ph = atomic_load_explicit(&sh->phase, memory_order_acquire)) == seen)
 			(void)resp_futex(&sh->phase, FUTEX_WAIT, seen, true);
@@ -160,77 +138,3 @@ static void stim_run(struct resp_state *st)
 		stim_phase(&c, st->tp, ph, &rng);
 	}
 }
-
-static void *stim_thread(void *arg)
-{
-	stim_run(arg);
-	return NULL;
-}
-
-/* A SCHED_DEADLINE task may neither fork nor clone: it leaves the policy for a moment. */
-int stim_spawn(struct resp_state *st, const struct policy_spec *own, char *err,
-		      size_t errlen)
-{
-	static const struct policy_spec other = { .policy = SCHED_OTHER };
-	bool dl = own->policy == SCHED_DEADLINE;
-	pthread_attr_t attr;
-	int rc = 0, rc2;
-
-	if (dl && (rc = policy_apply(&other, 0, err, errlen)))
-		return rc;
-	if (st->ch.pshared) {
-		pid_t pid = load_fork_child(); /* dies with this thread, even on SIGKILL */
-
-		if (pid == 0) {
-			(void)prctl(PR_SET_NAME, "rtlab:stimulus");
-			stim_run(st);
-			_exit(0);
-		}
-		rc = pid < 0 ? -errno : 0;
-		st->stim_pid = pid > 0 ? pid : 0;
-	} else {
-		(void)pthread_attr_init(&attr);
-		(void)pthread_attr_setstacksize(&attr, STIM_STACK_BYTES);
-		rc = -pthread_create(&st->stim_pthread, &attr, stim_thread, st);
-		(void)pthread_attr_destroy(&attr);
-		st->stim_thread = !rc;
-		if (!rc)
-			(void)pthread_setname_np(st->stim_pthread, "rtlab:stimulus");
-	}
-	if (rc)
-		snprintf(err, errlen, "cannot start the stimulus (%s)", strerror(-rc));
-	if (dl && (rc2 = policy_apply(own, 0, err, errlen)))
-		rc = rc ? rc : rc2;
-	return rc;
-}
-
-int stim_wait_ready(struct resp_state *st, const struct response_params *p, char *err,
-			   size_t errlen)
-{
-	struct resp_shared *sh = st->sh;
-	int64_t until = mono_now_ns() + READY_NS;
-	int rc;
-
-	while (!(rc = atomic_load_explicit(&sh->ready, memory_order_acquire))) {
-		if (st->stim_pid && waitpid(st->stim_pid, NULL, WNOHANG) == st->stim_pid) {
-			st->stim_pid = 0;
-			snprintf(sh->why, sizeof(sh->why), "the stimulus process ended");
-			rc = -ECHILD;
-		} else if (mono_now_ns() > until) {
-			snprintf(sh->why, sizeof(sh->why), "the stimulus did not start");
-			rc = -ETIMEDOUT;
-		} else {
-			sleep_ns(200 * NSEC_PER_USEC);
-		}
-	}
-	st->stim_tid = sh->tid;
-	st->stim_policy = sh->policy;
-	st->stim_fallback = sh->policy_fallback;
-	snprintf(st->stim_why, sizeof(st->stim_why), "%s", sh->why);
-	if (rc > 0)
-		return 0;
-	snprintf(err, errlen, "%s%s", p->stim_policy_set ? "--stimulus-policy: " : "stimulus: ",
-		 sh->why);
-	return rc;
-}
-

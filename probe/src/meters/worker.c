@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/companion.h"
 #include "lib/jsonw.h"
 #include "lib/opts.h"
 #include "lib/policy.h"
@@ -25,9 +26,6 @@
 #define RATE_MAX_HZ 1000000             /* 1 us between items */
 #define POLL_MIN_NS NSEC_PER_USEC
 #define POLL_MAX_NS NSEC_PER_SEC
-#define READY_NS (5 * NSEC_PER_SEC)     /* for the producer to set itself up */
-#define PROD_STACK_BYTES (128 * 1024)
-#define PROD_PREFAULT_BYTES (16 * 1024)
 
 enum go_state { GO_WAIT, GO_RUN, GO_QUIT };
 
@@ -53,7 +51,7 @@ struct wk_state {
 	_Atomic int done;        /* the producer made its last item */
 	char pad[64];            /* keep the producer's bookkeeping off the hand-off line */
 	_Atomic uint32_t go;     /* futex word: enum go_state */
-	_Atomic int ready;       /* producer: 0 starting, 1 ready, -errno refused */
+	struct comp_report rep;  /* the producer says it is set up */
 	int efd;                 /* eventfd design, else -1 */
 	const struct worker_params *p;
 	_Atomic int *stop;       /* the run's stop flag */
@@ -62,16 +60,7 @@ struct wk_state {
 	/* The producer's results, read after done (acquire) or after join. */
 	uint64_t items, lost, overruns;
 	int64_t prod_cpu_ns, prod_wall_ns;
-	/* The producer as it really runs. */
-	pthread_t pth;
-	bool started;
-	int cpu;                 /* -1: unpinned */
-	struct policy_spec spec; /* to apply */
-	bool may_fall_back;
-	pid_t tid;
-	struct policy_spec policy;
-	bool fallback;
-	char why[200];
+	struct companion prod;   /* a thread */
 	/* The worker's own. */
 	int64_t cpu_ns, wall_ns; /* thread CPU time and wall time of the loop */
 };
@@ -224,48 +213,17 @@ static void producer_phase(struct wk_state *st)
 		d->notify(st);
 }
 
-static int producer_setup(struct wk_state *st)
-{
-	cpu_set_t set;
-	int rc;
-
-	CPU_ZERO(&set);
-	if (st->cpu >= 0)
-		CPU_SET(st->cpu, &set);
-	if (st->cpu >= 0 && sched_setaffinity(0, sizeof(set), &set)) {
-		rc = -errno;
-		snprintf(st->why, sizeof(st->why), "cannot pin the producer to CPU %d (%s)", st->cpu,
-			 strerror(-rc));
-		return rc;
-	}
-	if ((rc = policy_apply(&st->spec, 0, st->why, sizeof(st->why))) && st->may_fall_back) {
-		st->fallback = true; /* --allow-fallback let the worker fall back too */
-		rc = 0;
-	}
-	(void)policy_read(0, &st->policy);
-	st->tid = gettid();
-	{
-		volatile char stack[PROD_PREFAULT_BYTES];
-
-		memset((char *)stack, 0, sizeof(stack)); /* no page faults in the schedule */
-	}
-	return rc;
-}
-
-static void *producer_main(void *arg)
+static void producer_main(void *arg)
 {
 	struct wk_state *st = arg;
-	int rc = producer_setup(st);
 	uint32_t go;
 
-	atomic_store_explicit(&st->ready, rc ? rc : 1, memory_order_release);
-	if (rc)
-		return NULL;
+	if (comp_setup(&st->prod, &st->rep))
+		return;
 	while ((go = atomic_load_explicit(&st->go, memory_order_acquire)) == GO_WAIT)
 		(void)futex(&st->go, FUTEX_WAIT, GO_WAIT);
 	if (go == GO_RUN)
 		producer_phase(st);
-	return NULL;
 }
 
 static bool is_rt(int policy)
@@ -286,51 +244,6 @@ static bool starves(const struct design *d, const struct policy_spec *own,
 	return d->needs_higher ? prod->priority <= own->priority : prod->priority < own->priority;
 }
 
-/* A SCHED_DEADLINE thread may not clone: it leaves the policy for a moment. */
-static int producer_spawn(struct wk_state *st, const struct policy_spec *own, char *err,
-			  size_t errlen)
-{
-	static const struct policy_spec other = { .policy = SCHED_OTHER };
-	bool dl = own->policy == SCHED_DEADLINE;
-	pthread_attr_t attr;
-	int rc, rc2;
-
-	if (dl && (rc = policy_apply(&other, 0, err, errlen)))
-		return rc;
-	(void)pthread_attr_init(&attr);
-	(void)pthread_attr_setstacksize(&attr, PROD_STACK_BYTES);
-	rc = -pthread_create(&st->pth, &attr, producer_main, st);
-	(void)pthread_attr_destroy(&attr);
-	st->started = !rc;
-	if (rc)
-		snprintf(err, errlen, "cannot start the producer (%s)", strerror(-rc));
-	else
-		(void)pthread_setname_np(st->pth, "rtlab:producer");
-	if (dl && (rc2 = policy_apply(own, 0, err, errlen)))
-		rc = rc ? rc : rc2;
-	return rc;
-}
-
-static int producer_wait_ready(struct wk_state *st, char *err, size_t errlen)
-{
-	int64_t until = mono_now_ns() + READY_NS;
-	int rc;
-
-	while (!(rc = atomic_load_explicit(&st->ready, memory_order_acquire))) {
-		if (mono_now_ns() > until) {
-			snprintf(st->why, sizeof(st->why), "the producer did not start");
-			rc = -ETIMEDOUT;
-			break;
-		}
-		sleep_rel(200 * NSEC_PER_USEC);
-	}
-	if (rc > 0)
-		return 0;
-	snprintf(err, errlen, "%s%s", st->p->prod_policy_set ? "--producer-policy: " : "producer: ",
-		 st->why);
-	return rc;
-}
-
 /* ---- the worker: the runner's measuring thread ---- */
 
 static int worker_thread_setup(struct mthread *t, const void *pp, char *err, size_t errlen)
@@ -344,10 +257,11 @@ static int worker_thread_setup(struct mthread *t, const void *pp, char *err, siz
 	st->p = p;
 	st->efd = -1;
 	(void)policy_read(0, &own);
-	st->spec = p->prod_policy_set ? p->prod_policy : own;
-	st->cpu = p->prod_cpu >= 0 ? p->prod_cpu : t->cpu;
-	st->may_fall_back = t->fallback;
-	if (st->cpu >= 0 && st->cpu == t->cpu && starves(d, &own, &st->spec)) {
+	st->prod = (struct companion){ .name = "producer", .run = producer_main, .arg = st,
+				       .cpu = p->prod_cpu >= 0 ? p->prod_cpu : t->cpu,
+				       .spec = p->prod_policy_set ? p->prod_policy : own,
+				       .may_fall_back = t->fallback };
+	if (st->prod.cpu >= 0 && st->prod.cpu == t->cpu && starves(d, &own, &st->prod.spec)) {
 		snprintf(err, errlen, "--design %s: the real-time worker on CPU %d would keep the "
 			 "producer there from running; give --producer-cpu another CPU or "
 			 "--producer-policy a higher priority", d->name, t->cpu);
@@ -358,9 +272,10 @@ static int worker_thread_setup(struct mthread *t, const void *pp, char *err, siz
 		snprintf(err, errlen, "cannot create an eventfd (%s)", strerror(errno));
 		return rc;
 	}
-	if ((rc = producer_spawn(st, &own, err, errlen)))
+	if ((rc = comp_spawn(&st->prod, &own, err, errlen)))
 		return rc;
-	return producer_wait_ready(st, err, errlen);
+	return comp_wait_ready(&st->prod, &st->rep, &st->rep.info,
+			       p->prod_policy_set ? "--producer-policy: " : "producer: ", err, errlen);
 }
 
 static void worker_thread_teardown(struct mthread *t, const void *pp)
@@ -368,14 +283,13 @@ static void worker_thread_teardown(struct mthread *t, const void *pp)
 	struct wk_state *st = t->mstate;
 
 	(void)pp;
-	if (st->started) {
+	if (st->prod.thread) {
 		uint32_t wait = GO_WAIT; /* a producer that ran ends on its own */
 
 		(void)atomic_compare_exchange_strong(&st->go, &wait, GO_QUIT);
 		(void)futex(&st->go, FUTEX_WAKE, 1);
-		(void)pthread_join(st->pth, NULL);
 	}
-	st->started = false;
+	comp_stop(&st->prod);
 	if (st->efd >= 0)
 		(void)close(st->efd);
 	st->efd = -1;
@@ -495,21 +409,6 @@ static int worker_check(void *pp, int nthreads, struct opt_fault *at, char *err,
 
 /* ---- the document ---- */
 
-static void policy_obj(struct jw *w, const char *key, const struct policy_spec *p)
-{
-	jw_key(w, key);
-	jw_obj_begin(w);
-	jw_kstr(w, "name", policy_name(p->policy));
-	jw_kint(w, "priority", p->priority);
-	jw_kint(w, "nice", p->nice);
-	if (p->policy == SCHED_DEADLINE) {
-		jw_kuint(w, "runtime_ns", p->runtime_ns);
-		jw_kuint(w, "deadline_ns", p->deadline_ns);
-		jw_kuint(w, "period_ns", p->period_ns);
-	}
-	jw_obj_end(w);
-}
-
 static double pct(int64_t part, int64_t whole)
 {
 	return whole > 0 ? 100.0 * (double)part / (double)whole : 0.0;
@@ -547,13 +446,7 @@ static void worker_thread_json(struct jw *w, const struct mthread *t, const void
 	jw_kint(w, "wall_ns", st->wall_ns);
 	jw_key(w, "producer");
 	jw_obj_begin(w);
-	jw_kint(w, "tid", st->tid);
-	jw_key(w, "cpu");
-	st->cpu >= 0 ? jw_int(w, st->cpu) : jw_null(w);
-	policy_obj(w, "policy", &st->policy);
-	jw_kbool(w, "policy_fallback", st->fallback);
-	if (st->fallback)
-		jw_kstr(w, "policy_fallback_reason", st->why);
+	comp_json(w, &st->prod, &st->rep.info);
 	jw_kdouble(w, "cpu_pct", pct(st->prod_cpu_ns, st->prod_wall_ns));
 	jw_obj_end(w);
 }
