@@ -59,3 +59,20 @@ def test_bad_input_and_missing_tools(rtlab, tmp_path, monkeypatch):
     assert rc == 3 and "iperf3" in err
     assert not list(tmp_path.iterdir())  # nothing stored
     assert set(WORKLOADS) >= {"hackbench-pipe", "hackbench-socket", "iperf3", "fork-exec"}
+
+
+def test_run_throughput_is_the_suite(rtlab, tmp_path, monkeypatch):
+    import rtlab.cli.bench as bench
+    from rtlab.throughput import Workload
+
+    fake = Workload("fake", "s", False, None, "a workload that takes no time", lambda s: 1.0 + s)
+    monkeypatch.setattr(bench, "select_workloads", lambda names: [fake])
+    rc, out, err = rtlab(
+        "run", "throughput", "--scale", "0.5", "--results", str(tmp_path), "--json"
+    )
+    assert rc == 0, err
+    stored = json.loads(out)
+    assert stored["cases"] == 1
+    rc, out, _ = rtlab("show", stored["id"], "--results", str(tmp_path), "--json")
+    (row,) = json.loads(out)["meters"]["throughput"]
+    assert row["workload"] == "fake" and row["runs"] == 5 and row["mean"] == 1.5
