@@ -104,6 +104,7 @@ def exceedance_plot(
             )
         _hide_unused(axes, len(panels))
         if hi > 0:
+            lo = max(lo, 0.001)  # a log axis in µs: latencies of 0 ns sit at its floor
             axes[0][0].set_xlim(lo / 1.3, hi * 1.5)
             _log_us(axes[0][0].xaxis, lo, hi)
         axes[0][0].set_ylim(floor / 2.5, 1.6)
