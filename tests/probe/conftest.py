@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from . import procfs
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -102,3 +104,44 @@ def check_latencies(t: dict) -> None:
     worst = t["worst"]
     assert len(worst) == min(16, n) and worst[0]["latency_ns"] == t["max_ns"]
     assert all(0 <= w["cycle"] < n for w in worst)  # cycle: the sample's index
+
+
+def refused(
+    meter_run, run_probe, meter: str, args: list[str], extra: list[str]
+) -> tuple[str, dict]:
+    """METER refuses ARGS (EXTRA added for the run): exit 2, one line naming the meter and
+    no document; and with --check the same error as one JSON line. (line, refusal)."""
+    cp, doc = meter_run(meter, *args, *extra)
+    assert cp.returncode == 2, cp.stderr
+    lines = cp.stderr.strip().splitlines()
+    prefix = f"rtlab-probe {meter}: "
+    assert len(lines) == 1 and lines[0].startswith(prefix), cp.stderr
+    assert doc is None
+    cp = run_probe(meter, *args, "--check")
+    assert cp.returncode == 2
+    fault = json.loads(cp.stdout)
+    assert fault["error"] == cp.stderr.strip().removeprefix(prefix)
+    return lines[0], fault
+
+
+def one_line(cp: subprocess.CompletedProcess) -> str:
+    """The one line of stderr of a refused run."""
+    lines = cp.stderr.strip().splitlines()
+    assert len(lines) == 1, cp.stderr
+    return lines[0]
+
+
+def wait_measuring(progress: Path, proc: subprocess.Popen) -> None:
+    """Until the --progress stream shows a sample (or the probe ended)."""
+
+    def measuring() -> bool:
+        if proc.poll() is not None:
+            return True
+        try:
+            lines = [json.loads(x) for x in progress.read_text().splitlines() if x.strip()]
+        except (FileNotFoundError, json.JSONDecodeError):
+            return False
+        return any(ln["phase"] == "measure" and ln["threads"][0]["count"] > 0 for ln in lines)
+
+    assert procfs.wait_for(measuring, timeout_s=15)
+    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""

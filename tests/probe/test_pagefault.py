@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from . import procfs
-from .conftest import is_root, online_cpus
+from .conftest import is_root, one_line, online_cpus, wait_measuring
 from .loadproc import start_load, stop, wait_gone
 from .test_wakeup import as_nobody, check_thread
 
@@ -63,12 +63,6 @@ def filedir(tmp_path) -> Path:
     d = tmp_path / "files"
     d.mkdir()
     return d
-
-
-def one_line(cp: subprocess.CompletedProcess) -> str:
-    lines = cp.stderr.strip().splitlines()
-    assert len(lines) == 1, cp.stderr
-    return lines[0]
 
 
 def region_args(region: str, filedir: Path) -> list[str]:
@@ -272,22 +266,6 @@ def test_refused_mlock_exits_3(probe, fallback):
     )
     assert cp.returncode == 3, cp.stderr
     assert "mlockall" in one_line(cp)
-
-
-def wait_measuring(progress: Path, proc: subprocess.Popen) -> None:
-    """Until the --progress stream shows a sample (or the probe ended)."""
-
-    def measuring() -> bool:
-        if proc.poll() is not None:
-            return True
-        try:
-            lines = [json.loads(x) for x in progress.read_text().splitlines() if x.strip()]
-        except (FileNotFoundError, json.JSONDecodeError):
-            return False
-        return any(ln["phase"] == "measure" and ln["threads"][0]["count"] > 0 for ln in lines)
-
-    assert procfs.wait_for(measuring, timeout_s=15)
-    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
 
 
 def start_paced(probe: Path, tmp_path: Path, args: list[str]):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from . import procfs
-from .conftest import is_root, online_cpus
+from .conftest import is_root, one_line, online_cpus, wait_measuring
 from .loadproc import start_load, stop, wait_gone
 from .test_wakeup import check_thread
 
@@ -42,12 +42,6 @@ needs_root = pytest.mark.skipif(not is_root(), reason="needs root for real-time 
 def periodic(meter_run):
     """Run `periodic` with ARGS: (completed process, document or None)."""
     return functools.partial(meter_run, "periodic")
-
-
-def one_line(cp: subprocess.CompletedProcess) -> str:
-    lines = cp.stderr.strip().splitlines()
-    assert len(lines) == 1, cp.stderr
-    return lines[0]
 
 
 def run_deadline(periodic, *args: str):
@@ -146,22 +140,6 @@ def test_deadline_pinned_is_refused_with_a_reason(periodic):
     line = one_line(cp)
     assert line.startswith("rtlab-probe periodic: --mechanism deadline:") and "(" in line
     assert doc is None
-
-
-def wait_measuring(progress: Path, proc: subprocess.Popen) -> None:
-    """Until the --progress stream shows a sample (or the probe ended)."""
-
-    def measuring() -> bool:
-        if proc.poll() is not None:
-            return True
-        try:
-            lines = [json.loads(x) for x in progress.read_text().splitlines() if x.strip()]
-        except (FileNotFoundError, json.JSONDecodeError):
-            return False
-        return any(ln["phase"] == "measure" and ln["threads"][0]["count"] > 0 for ln in lines)
-
-    assert procfs.wait_for(measuring, timeout_s=15)
-    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
 
 
 def run_watched(probe: Path, tmp_path: Path, args: list[str], check) -> dict:

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from . import procfs
-from .conftest import check_latencies, is_root, online_cpus
+from .conftest import check_latencies, is_root, online_cpus, refused
 
 PCTS = ["50", "90", "99", "99.9", "99.99"]
 PRODUCER_COMM = "rtlab:producer"
@@ -210,17 +210,10 @@ def test_signal_stops_cleanly(probe, tmp_path, process):
         (["--producer-cpu", "0-1"], "--producer-cpu"),
     ],
 )
-def test_bad_values_exit_2_with_one_line(pipeline, run_probe, args, option):
-    cp, doc = pipeline(*args, "--loops", "10")
-    assert cp.returncode == 2, cp.stderr
-    lines = cp.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("rtlab-probe pipeline: ")
-    assert option in lines[0]
-    assert doc is None
-    cp = run_probe("pipeline", *args, "--check")
-    assert cp.returncode == 2
-    refusal = json.loads(cp.stdout)
-    assert refusal["error"] == lines[0].removeprefix("rtlab-probe pipeline: ")
+def test_bad_values_exit_2_with_one_line(meter_run, run_probe, args, option):
+    line, refusal = refused(meter_run, run_probe, "pipeline", args, ["--loops", "10"])
+    assert option in line
+    assert refusal["error"] == line.removeprefix("rtlab-probe pipeline: ")
     assert refusal["option"] == option.removeprefix("--")
 
 

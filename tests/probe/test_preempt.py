@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 
 from . import procfs
-from .conftest import is_root, online_cpus
+from .conftest import is_root, online_cpus, wait_measuring
 from .test_noise import HELPER
-from .test_periodic import wait_measuring
 from .test_wakeup import check_thread
 
 SCHED_FIFO = 1

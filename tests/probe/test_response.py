@@ -18,7 +18,7 @@ import time
 import pytest
 
 from . import procfs
-from .conftest import check_latencies, is_root, online_cpus
+from .conftest import check_latencies, is_root, online_cpus, refused
 
 TRANSPORTS = ["pipe", "eventfd", "futex", "condvar", "signal", "mq", "unix", "semaphore"]
 PCTS = ["50", "90", "99", "99.9", "99.99"]
@@ -315,16 +315,10 @@ def test_find_max_rate(response):
         (["--seed", "-1"], "--seed"),
     ],
 )
-def test_bad_values_exit_2_with_one_line(response, run_probe, args, option):
-    cp, doc = response(*args, "--loops", "10")
-    assert cp.returncode == 2, cp.stderr
-    lines = cp.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("rtlab-probe response: ")
-    assert option in lines[0]
-    assert doc is None
-    cp = run_probe("response", *args, "--check")
-    assert cp.returncode == 2
-    assert json.loads(cp.stdout)["error"] == lines[0].removeprefix("rtlab-probe response: ")
+def test_bad_values_exit_2_with_one_line(meter_run, run_probe, args, option):
+    line, refusal = refused(meter_run, run_probe, "response", args, ["--loops", "10"])
+    assert option in line
+    assert refusal["error"] == line.removeprefix("rtlab-probe response: ")
 
 
 def test_gpio_without_a_chip_exits_3(response, run_probe):

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from . import procfs
-from .conftest import check_latencies, is_root, online_cpus
+from .conftest import check_latencies, is_root, online_cpus, refused
 
 DESIGNS = ["busy", "yield", "sleep:100us", "futex", "eventfd"]
 PCTS = ["50", "90", "99", "99.9", "99.99"]
@@ -211,16 +211,10 @@ def test_nothing_survives_sigkill(probe):
         (["--producer-policy", "fifo:0"], "--producer-policy"),
     ],
 )
-def test_bad_values_exit_2_with_one_line(worker, run_probe, args, option):
-    cp, doc = worker(*args, "--loops", "10")
-    assert cp.returncode == 2, cp.stderr
-    lines = cp.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("rtlab-probe worker: ")
-    assert option in lines[0]
-    assert doc is None
-    cp = run_probe("worker", *args, "--check")
-    assert cp.returncode == 2
-    assert json.loads(cp.stdout)["error"] == lines[0].removeprefix("rtlab-probe worker: ")
+def test_bad_values_exit_2_with_one_line(meter_run, run_probe, args, option):
+    line, refusal = refused(meter_run, run_probe, "worker", args, ["--loops", "10"])
+    assert option in line
+    assert refusal["error"] == line.removeprefix("rtlab-probe worker: ")
 
 
 def test_listed_with_its_options(run_probe):
