@@ -41,9 +41,20 @@ def case_stats(
     return document_case_stats(doc, rec.document_path(case).parent, deadline_ns=deadline_ns)
 
 
-def stats_rows(rec: ExperimentRecord, deadline_ns: int | None = None) -> list[dict[str, Any]]:
-    """One row per finished case: series, case, swept values and the statistics."""
+def all_case_stats(rec: ExperimentRecord, deadline_ns: int | None = None) -> dict[int, CaseStats]:
+    """Statistics of every finished case by index, for outputs that show them twice."""
     deadline = effective_deadline(rec, deadline_ns)
+    return {case.index: case_stats(rec, case, deadline) for case in rec.done_cases}
+
+
+def stats_rows(
+    rec: ExperimentRecord,
+    deadline_ns: int | None = None,
+    stats: dict[int, CaseStats] | None = None,
+) -> list[dict[str, Any]]:
+    """One row per finished case: series, case, swept values and the statistics (STATS:
+    computed already, by all_case_stats with the same deadline)."""
+    stats = all_case_stats(rec, deadline_ns) if stats is None else stats
     return [
         {
             "experiment": rec.id,
@@ -52,7 +63,7 @@ def stats_rows(rec: ExperimentRecord, deadline_ns: int | None = None) -> list[di
             "label": case.label,
             "swept": case.swept,
             "index": case.index,
-            **case_stats(rec, case, deadline).to_dict(),
+            **stats[case.index].to_dict(),
         }
         for case in rec.done_cases
     ]
@@ -73,14 +84,18 @@ def view_rows(
 
 
 def meter_tables(
-    rec: ExperimentRecord, deadline_ns: int | None = None
+    rec: ExperimentRecord,
+    deadline_ns: int | None = None,
+    stats: dict[int, CaseStats] | None = None,
 ) -> list[tuple[MeterView, list[dict[str, Any]]]]:
-    """One table per meter that has a view, in the order the meters first appear."""
+    """One table per meter that has a view, in the order the meters first appear (STATS
+    as for stats_rows)."""
     dl = effective_deadline(rec, deadline_ns)
     out: dict[str, tuple[MeterView, list[dict[str, Any]]]] = {}
     for case in rec.done_cases:
         doc = rec.document(case)
-        found = view_rows(case, doc, case_stats(rec, case, dl, doc))
+        st = stats[case.index] if stats is not None else case_stats(rec, case, dl, doc)
+        found = view_rows(case, doc, st)
         if found is not None:
             view, rows = found
             out.setdefault(view.meter, (view, []))[1].extend(rows)

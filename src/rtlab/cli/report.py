@@ -92,8 +92,7 @@ def report(
     result = write_report(recs, path, deadline_ns=deadline, loads=load_levels)
     status, lines = 0, []
     for e in result.experiments:
-        rows = [{"series": c.series, "case": c.name, "max": c.stats.max} for c in e.cases()]
-        code, text = verdict([r for r in rows if r["max"] == r["max"]], e.deadline_ns)
+        code, text = verdict(e.verdict_rows(), e.deadline_ns)
         status = max(status, code)
         if text is not None:
             lines.append(text)

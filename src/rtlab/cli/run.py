@@ -27,7 +27,7 @@ from rtlab.errors import UserError
 from rtlab.experiment import load_experiment, preset_names, validate_with_probe
 from rtlab.probe import check_args, find_probe
 from rtlab.records import CaseRecord
-from rtlab.results import stats_rows
+from rtlab.results import effective_deadline, stats_rows
 from rtlab.runner import Display, new_record, run_cases
 from rtlab.store import ExperimentRecord
 from rtlab.units import format_ns
@@ -220,17 +220,17 @@ def run(
     click.echo(
         f"{visible(rec.id)}: {result.ran} cases run, results in {visible(rec.path)}", err=True
     )
-    report = None
+    written = None
     try:  # the results are stored already: a failing report must not fail the run
         from rtlab.report import write_report
 
-        report = write_report([rec], rec.path / "report.html", deadline_ns=deadline).html
-        click.echo(f"report: {visible(report)}", err=True)
+        written = write_report([rec], rec.path / "report.html", deadline_ns=deadline)
+        click.echo(f"report: {visible(written.html)}", err=True)
     except UserError as e:
         click.echo(f"rtlab: no report written: {visible(e)}", err=True)
     if not rec.complete:
         raise UserError(f"{rec.id}: some cases did not finish")
-    return _finish(rec, deadline, as_json, report, result.ran)
+    return _finish(rec, deadline, as_json, written, result.ran)
 
 
 def _summary(rec: ExperimentRecord, report, ran: int, **extra) -> dict:
@@ -246,12 +246,20 @@ def _summary(rec: ExperimentRecord, report, ran: int, **extra) -> dict:
     }
 
 
-def _finish(rec: ExperimentRecord, deadline: int | None, as_json: bool, report, ran: int) -> int:
-    """The verdict against the deadline in effect: exit 1 when it is exceeded."""
-    dl = deadline if deadline is not None else rec.deadline_ns
-    status, verdict_line = verdict(stats_rows(rec, dl) if dl is not None else [], dl)
+def _finish(rec: ExperimentRecord, deadline: int | None, as_json: bool, written, ran: int) -> int:
+    """The verdict against the deadline in effect: exit 1 when it is exceeded. The
+    statistics come from the report just WRITTEN, or are computed when there is none."""
+    dl = effective_deadline(rec, deadline)
+    if dl is None:
+        rows = []
+    elif written is not None:
+        rows = written.experiments[0].verdict_rows()
+    else:
+        rows = stats_rows(rec, dl)
+    status, verdict_line = verdict(rows, dl)
     if as_json:
         text = None if dl is None else ("FAIL" if status else "PASS")
+        report = None if written is None else written.html
         print_json(_summary(rec, report, ran, interrupted=False, deadline_ns=dl, verdict=text))
     elif verdict_line is not None:
         console(err=True).print(verdict_line)

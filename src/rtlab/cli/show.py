@@ -22,7 +22,14 @@ from rtlab.cli._common import (
     store_from,
     verdict,
 )
-from rtlab.results import by_series, effective_deadline, meter_tables, setup_label, stats_rows
+from rtlab.results import (
+    all_case_stats,
+    by_series,
+    effective_deadline,
+    meter_tables,
+    setup_label,
+    stats_rows,
+)
 from rtlab.units import format_ns
 
 CSV_COLUMNS = ["experiment", "series", "case", "label", *EXPORT_METRICS, "deadline_ns"]
@@ -46,10 +53,11 @@ def show(
     """
     check_exclusive(as_json, as_csv)
     rec = store_from(results_dir).open(experiment_id)
-    rows = stats_rows(rec, deadline)
+    stats = all_case_stats(rec, deadline)
+    rows = stats_rows(rec, deadline, stats)
     dl = effective_deadline(rec, deadline)
     status, verdict_line = verdict(rows, dl)
-    views = meter_tables(rec, deadline)
+    views = meter_tables(rec, deadline, stats)
     if as_json:
         print_json(
             {

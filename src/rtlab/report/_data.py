@@ -110,6 +110,14 @@ class ExperimentData:
     def cases(self) -> list[CaseData]:
         return [c for s in self.series for c in s.cases]
 
+    def verdict_rows(self) -> list[dict[str, Any]]:
+        """(series, case, max) of every case with samples: what the verdict looks at."""
+        return [
+            {"series": c.series, "case": c.name, "max": c.stats.max}
+            for c in self.cases()
+            if c.stats.count
+        ]
+
 
 def _floats(values: Any, n: int | None = None) -> np.ndarray:
     arr = np.array([math.nan if v is None else float(v) for v in (values or [])], dtype=float)
