@@ -76,7 +76,7 @@ def compare(
     store = store_from(results_dir)
     recs = [store.open(i) for i in experiment_ids]
     comp = compare_records(recs, deadline, thresholds)
-    meters = _meter_pairs(recs, deadline)
+    meters = _meter_pairs(recs, deadline, comp)
     if as_json:
         print_json(
             {
@@ -150,13 +150,18 @@ def _row_key(view, row) -> tuple:
     return (row["series"], row["case"], row.get(view.key) if view.key else None)
 
 
-def _meter_pairs(recs, deadline: int | None) -> dict[str, tuple]:
+def _meter_pairs(recs, deadline: int | None, comp) -> dict[str, tuple]:
     """Per meter with a view: (view, [(key, {"other", "baseline": row, "other_row": row})])
-    for every case (or CPU) both the baseline and a later experiment have."""
-    base = {view.meter: (view, rows) for view, rows in meter_tables(recs[0], deadline)}
+    for every case (or CPU) both the baseline and a later experiment have. The statistics
+    are the comparison's own (COMP), not computed again."""
+    tables = [
+        meter_tables(rec, deadline, {c.index: side.stats(c) for c in side.cases})
+        for rec, side in zip(recs, comp.sides, strict=True)
+    ]
+    base = {view.meter: (view, rows) for view, rows in tables[0]}
     out: dict[str, tuple] = {}
-    for rec in recs[1:]:
-        for view, rows in meter_tables(rec, deadline):
+    for rec, rec_tables in zip(recs[1:], tables[1:], strict=True):
+        for view, rows in rec_tables:
             if view.meter not in base:
                 continue
             mine = {_row_key(view, r): r for r in base[view.meter][1]}
