@@ -231,6 +231,18 @@ def test_option_keys_become_probe_options(tmp_path):
     assert "--allow-fallback" not in case.args  # false: not given
 
 
+def test_tracer_is_a_key_of_wakeup_and_noise(tmp_path):
+    """--tracer comes from the catalog: `tracer` selects the kernel's tracer per case."""
+    case = one_case(tmp_path, "cpus = 0\ntracer = 'timerlat'\n")
+    assert case.args[case.args.index("--tracer") + 1] == "timerlat"
+    case = one_case(tmp_path, "meter = 'noise'\ncpus = 0\ntracer = 'osnoise'\n")
+    assert case.args[0] == "noise" and case.args[case.args.index("--tracer") + 1] == "osnoise"
+    with pytest.raises(UserError, match="'tracer' must be str"):
+        one_case(tmp_path, "tracer = true\n")
+    with pytest.raises(UserError, match="key 'tracer': not an option of meter 'periodic'"):
+        one_case(tmp_path, "meter = 'periodic'\ntracer = 'timerlat'\n")
+
+
 @pytest.mark.parametrize(
     ("keys", "message"),
     [

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from rtlab.errors import UserError
-from rtlab.ingest import _cyclictest_hist, cyclictest, read_cyclictest
+from rtlab.ingest import _cyclictest_hist, _text, cyclictest, read_cyclictest
 from rtlab.ingest._limits import MAX_BUCKETS
 from tests.test_ingest_fuzz import (
     FIX,
@@ -69,7 +69,7 @@ def test_fifo_swapped_in_after_the_check_is_refused(tmp_path, monkeypatch):
     os.mkfifo(fifo)
     fake_os = SimpleNamespace(**{k: getattr(os, k) for k in dir(os) if not k.startswith("__")})
     fake_os.stat = lambda path: os.stat(regular)
-    monkeypatch.setattr(cyclictest, "os", fake_os)
+    monkeypatch.setattr(_text, "os", fake_os)
     with pytest.raises(UserError, match="cannot read: a FIFO"):
         finishes(lambda: read_cyclictest(fifo), open_writer(fifo))
 
@@ -99,11 +99,11 @@ def test_directory_and_socket_are_refused(tmp_path):
 def test_too_large_files_are_refused(tmp_path, monkeypatch):
     big = tmp_path / "big.json"
     with big.open("wb") as f:
-        f.truncate(cyclictest.MAX_FILE_BYTES + 1)  # sparse: costs no disk
+        f.truncate(_text.MAX_FILE_BYTES + 1)  # sparse: costs no disk
     with pytest.raises(UserError, match=r"file is larger than 256 MiB \(268435457 bytes\)$"):
         read_cyclictest(big)
     # a file whose size the stat does not tell (/proc) is cut off while reading
-    monkeypatch.setattr(cyclictest, "MAX_FILE_BYTES", 8)
+    monkeypatch.setattr(_text, "MAX_FILE_BYTES", 8)
     with pytest.raises(UserError, match="file is larger than"):
         read_cyclictest(Path("/proc/self/status"))
 

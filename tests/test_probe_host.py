@@ -203,12 +203,12 @@ def test_schema_1_documents_migrate():
         "params": {"threshold_ns": 5},
     }
     doc = migrate(old, "x.json")
-    assert doc["schema"] == RESULT_SCHEMA == 3
+    assert doc["schema"] == RESULT_SCHEMA == 4
     assert doc["deadline_exceeded"] is True and doc["params"] == {"deadline_ns": 5}
     assert doc["threads"] == [{"index": 0, "count": 0, "raw_lost": 7}]
     assert "threshold_exceeded" in old and "lost" in thread  # the caller's is left as it was
     with pytest.raises(UserError, match="newer than this rtlab"):
-        migrate({"schema": 4, "threads": []}, "x.json")
+        migrate({"schema": 5, "threads": []}, "x.json")
 
 
 PDEATHSIG = """

@@ -52,7 +52,8 @@ def test_case_status_updates_index_and_completion(tmp_path):
 
 def test_create_with_documents_marks_cases_done(tmp_path):
     store = Store(tmp_path)
-    docs = {0: {"schema": 3, "threads": []}, 1: {"schema": 3, "threads": []}}
+    doc = {"schema": 4, "threads": [], "explain": None, "spikes": []}
+    docs = {0: dict(doc), 1: dict(doc)}
     rec = store.create(manifest(), "", {}, documents=docs)
     assert rec.complete and [c.document for c in rec.cases] == ["cases/000.json", "cases/001.json"]
     assert store.open(rec.id).document(rec.cases[1]) == docs[1]

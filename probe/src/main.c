@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 
+#include "lib/explain.h"
 #include "lib/jsonw.h"
 #include "lib/opts.h"
 #include "lib/runner.h"
@@ -21,6 +22,7 @@ static void usage(FILE *f)
 		   "  load         run load generators alone (SPEC = KIND:ARGS[@CPUS])\n"
 		   "  list         meters, loads and their options (--json for programs)\n"
 		   "  sysinfo      the system files the readiness audit reads (--json FILE)\n"
+		   "  explain      --cleanup: remove tracefs instances left by killed runs\n"
 		   "\nexit codes: 0 ok, 1 a latency exceeded --deadline, 2 bad usage, 3 unsupported here,\n"
 		   "4 internal error\n");
 }
@@ -30,7 +32,7 @@ static void list_usage(FILE *f)
 	fprintf(f, "usage: rtlab-probe list [--json]\n\n"
 		   "The meters, the loads and their options. With --json, one JSON object for\n"
 		   "programs: \"version\", \"common_options\" (taken by every meter), \"meters\"\n"
-		   "(name, summary, options of its own) and \"loads\" (name, syntax, summary);\n"
+		   "(name, summary, explainable: takes --explain, options of its own) and \"loads\" (name, syntax, summary);\n"
 		   "each option has name, type, metavar, min/max (min_ns/max_ns for durations),\n"
 		   "help and aliases.\n");
 }
@@ -50,6 +52,7 @@ static void list_json(void)
 		jw_obj_begin(&w);
 		jw_kstr(&w, "name", probe_meters[i]->name);
 		jw_kstr(&w, "summary", probe_meters[i]->summary);
+		jw_kbool(&w, "explainable", probe_meters[i]->explainable);
 		jw_key(&w, "options");
 		opts_json(&w, probe_meters[i]->options);
 		jw_obj_end(&w);
@@ -108,7 +111,7 @@ static int unknown_command(int argc, char **argv)
 		n += (size_t)snprintf(msg + n, sizeof(msg) - n, "%s%s", i ? ", " : "",
 				      probe_meters[i]->name);
 	if (n < sizeof(msg))
-		snprintf(msg + n, sizeof(msg) - n, "; also load, list, sysinfo)");
+		snprintf(msg + n, sizeof(msg) - n, "; also explain, load, list, sysinfo)");
 	fprintf(stderr, "rtlab-probe: %s\n", msg);
 	if (opts_given(argc, argv, "--check"))
 		opts_fault_json(stdout, msg, &at);
@@ -147,6 +150,8 @@ int main(int argc, char **argv)
 		return sysinfo_main(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "list"))
 		return list_cmd(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "explain"))
+		return explain_cmd(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "load"))
 		return run_loads_only(argc - 2, argv + 2);
 	m = find_meter(argv[1]);

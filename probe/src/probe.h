@@ -5,6 +5,7 @@
 #ifndef RTLAB_PROBE_H
 #define RTLAB_PROBE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +55,7 @@ struct mthread;
 struct jw;
 struct run_ctl;
 struct opt_fault;
+struct common_params;
 
 /* A meter: shares setup with every other meter, differs only in its loop. */
 struct meter {
@@ -67,6 +69,10 @@ struct meter {
 	 * -EINVAL with a reason. Set AT's option (and value) when the refusal is about one
 	 * option, for `--check`'s JSON. */
 	int (*check)(void *params, int nthreads, struct opt_fault *at, char *err, size_t errlen);
+	/* Optional, after check: the rules that need the common options (CPUs, policy,
+	 * --allow-fallback). 0, -EINVAL (bad usage, exit 2) or another -errno (exit 3). */
+	int (*check_common)(void *params, const struct common_params *c, struct opt_fault *at,
+			    char *err, size_t errlen);
 	/* Nominal activation period of thread INDEX (ns), for the raw header and overruns. */
 	int64_t (*period_ns)(const void *params, int index);
 	/* The measuring loop of one thread; records through sampler.h. */
@@ -89,6 +95,8 @@ struct meter {
 	void (*thread_json)(struct jw *w, const struct mthread *t, const void *params);
 	/* Meter-specific top-level keys of the result document. */
 	void (*doc_json)(struct jw *w, const void *params, const struct mthread *threads, int n);
+	/* Samples are wake-ups of the measuring thread that --explain can explain. */
+	bool explainable;
 };
 
 struct load_spec;

@@ -22,7 +22,7 @@ from rtlab.resultdoc import check_document
 #: Version of the probe's result document. 2: `threshold` became `deadline`
 #: (params.threshold_ns -> params.deadline_ns, threshold_exceeded -> deadline_exceeded).
 #: 3: threads[].lost (raw samples dropped) -> raw_lost; `lost` is a meter's lost events.
-RESULT_SCHEMA = 3
+RESULT_SCHEMA = 4
 
 # Probe exit codes (docs/result-format.md, README).
 EXIT_OK, EXIT_THRESHOLD, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_INTERNAL = 0, 1, 2, 3, 4
@@ -79,6 +79,7 @@ class ProbeMeter:
     name: str
     summary: str
     options: tuple[ProbeOption, ...]
+    explainable: bool = False  # takes --explain (its samples are wake-ups)
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,7 @@ class Catalog:
                         str(m["name"]),
                         str(m.get("summary", "")),
                         tuple(_option(o) for o in m.get("options", [])),
+                        m.get("explainable") is True,
                     )
                     for m in data["meters"]
                 ),
@@ -275,6 +277,8 @@ def migrate(doc: dict, source: str) -> dict:
         doc = _v1_to_v2(doc)
     if doc.get("schema") == 2:
         doc = _v2_to_v3(doc)
+    if doc.get("schema") == 3:
+        doc = dict(doc, schema=4, explain=None, spikes=[])  # 4 added the spike explanation
     if not isinstance(doc.get("threads"), list):
         raise UserError(f"{source}: result document has no 'threads' list")
     check_document(doc, source)

@@ -104,6 +104,32 @@ def _thread(w: _Where, t: Any, key: str) -> None:
             w.fail(key, "has min_ns > max_ns")
 
 
+def _spikes(w: _Where, doc: Mapping) -> None:
+    """The explanation of late samples (schema 4): optional, typed where present."""
+    w.typed(doc.get("explain"), "explain", Mapping)
+    spikes = doc.get("spikes")
+    w.typed(spikes, "spikes", list)
+    for i, s in enumerate(spikes or []):
+        key = f"spikes[{i}]"
+        w.typed(s, key, Mapping)
+        for name in ("thread", "cycle", "latency_ns", "unexplained_ns"):
+            w.int(s.get(name), f"{key}.{name}", lo=0, none=False)
+        w.typed(s.get("verdict"), f"{key}.verdict", str)
+        causes = s.get("causes")
+        w.typed(causes, f"{key}.causes", list)
+        for j, c in enumerate(causes or []):
+            w.typed(c, f"{key}.causes[{j}]", Mapping)
+            w.int(c.get("ns"), f"{key}.causes[{j}].ns", lo=0, none=False)
+            w.typed(c.get("kind"), f"{key}.causes[{j}].kind", str)
+            w.typed(c.get("name"), f"{key}.causes[{j}].name", str)
+        timeline = s.get("timeline")
+        w.typed(timeline, f"{key}.timeline", list)
+        for j, seg in enumerate(timeline or []):
+            w.typed(seg, f"{key}.timeline[{j}]", Mapping)
+            w.int(seg.get("start_ns"), f"{key}.timeline[{j}].start_ns", none=False)
+            w.int(seg.get("end_ns"), f"{key}.timeline[{j}].end_ns", none=False)
+
+
 def check_document(doc: Any, source: str) -> None:
     """UserError (one line) unless DOC has the documented structure and ranges."""
     w = _Where(source)
@@ -120,6 +146,7 @@ def check_document(doc: Any, source: str) -> None:
         w.typed(doc.get(name), name, str)
     w.typed(doc.get("loads"), "loads", list)
     w.typed(doc.get("params"), "params", Mapping)
+    _spikes(w, doc)
     activity = doc.get("activity")
     w.typed(activity, "activity", Mapping)
     if activity:

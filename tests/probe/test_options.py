@@ -17,7 +17,7 @@ def test_deadline_and_its_alias_exit_1_when_exceeded(wakeup, spelling):
     # Every latency exceeds 1 ns: the exit code is certain, not a timing assertion.
     cp, doc = wakeup("--loops", "50", "--policy", "other", spelling, "1ns")
     assert cp.returncode == 1, cp.stderr
-    assert doc["schema"] == 3
+    assert doc["schema"] == 4
     assert doc["deadline_exceeded"] is True
     assert doc["params"]["deadline_ns"] == 1
     assert "threshold_exceeded" not in doc and "threshold_ns" not in doc["params"]
@@ -138,5 +138,9 @@ def test_every_listed_option_is_accepted(run_probe):
             value = [] if o["type"] == "flag" else [samples.get(o["type"], "x")]
             if o["name"] == "dma-latency":
                 value = ["10us"]
+            if o["name"] == "tracer":
+                value = ["user"]  # the others need their kernel tracer
+            if o["name"] == "explain-max":
+                value = ["1", "--explain", "1ms"]  # it refines --explain
             cp = run_probe("wakeup", f"--{spelling}", *value, "--check")
             assert cp.returncode == 0, (spelling, cp.stderr)

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from . import procfs
-from .conftest import check_latencies, is_root, online_cpus, refused
+from .conftest import check_latencies, is_root, online_cpus, refused, wait_measuring
 
 DESIGNS = ["busy", "yield", "sleep:100us", "futex", "eventfd"]
 PCTS = ["50", "90", "99", "99.9", "99.99"]
@@ -122,7 +122,8 @@ def test_policies_and_cpus_are_really_applied(probe, tmp_path):
     cmd = [str(probe), "worker", "--design", "futex", "--rate", "100", "--policy", "fifo:42"]
     cmd += ["--cpus", str(cpus[-1]), "--producer-cpu", str(cpus[0])]
     cmd += ["--producer-policy", "fifo:31", "--duration", "20s", "--json", str(out), "--quiet"]
-    proc = subprocess.Popen(cmd)
+    progress = tmp_path / "progress.jsonl"
+    proc = subprocess.Popen([*cmd, "--progress", str(progress)])
     try:
 
         def ready():
@@ -136,6 +137,7 @@ def test_policies_and_cpus_are_really_applied(probe, tmp_path):
         assert work.policy == SCHED_FIFO and prod.policy == SCHED_FIFO
         assert procfs.cpus_allowed(proc.pid, work.pid) == str(cpus[-1])
         assert procfs.cpus_allowed(proc.pid, prod.pid) == str(cpus[0])
+        wait_measuring(progress, proc)  # an item was handled: the document has a sample
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0

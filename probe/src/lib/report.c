@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 #include "atomicfile.h"
+#include "explain.h"
 #include "host.h"
 #include "jsonw.h"
 #include "run.h"
 #include "timeutil.h"
 
-#define RESULT_SCHEMA 3 /* 2: threshold -> deadline; 3: threads[].lost -> raw_lost */
+#define RESULT_SCHEMA 4 /* 2: threshold -> deadline; 3: threads[].lost -> raw_lost;
+			  4: explain, spikes */
 
 static const struct {
 	const char *key;
@@ -247,6 +249,10 @@ void report_json(const struct run *r, FILE *f)
 	for (int i = 0; i < r->nthreads; i++)
 		thread_json(&w, r, &r->th[i]);
 	jw_arr_end(&w);
+	jw_key(&w, "explain");
+	explain_json(&w, r);
+	jw_key(&w, "spikes");
+	explain_spikes_json(&w, r);
 	if (r->m->doc_json)
 		r->m->doc_json(&w, r->mparams, r->th, r->nthreads);
 	jw_obj_end(&w);

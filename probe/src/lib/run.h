@@ -39,6 +39,7 @@ struct run {
 	int stop_signal;      /* the signal that stopped the run, 0 if none */
 	bool status_drawn;
 	FILE *progress;       /* --progress stream, or NULL */
+	struct explain *explain; /* --explain state, or NULL */
 };
 
 /* Write the result document to F. */

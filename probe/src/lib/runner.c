@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "explain.h"
 #include "opts.h"
 #include "run.h"
 #include "timeutil.h"
@@ -72,6 +73,7 @@ static int alloc_threads(struct run *r, char *err, size_t errlen)
 		t->cpu = r->c.cpus_set ? r->c.cpus.cpu[i] : -1;
 		t->period_ns = r->m->period_ns(r->mparams, i);
 		t->worst_floor = INT64_MIN; /* the first WORST_N samples always enter */
+		t->explain_floor = INT64_MAX; /* explain_start lowers it */
 		t->hist = calloc(1, sizeof(*t->hist));
 		if (!t->hist || series_init(&t->series, NSEC_PER_SEC, series_slots(r, t->period_ns)))
 			goto out_nomem;
@@ -286,6 +288,7 @@ static int lock_memory(struct run *r, char *err, size_t errlen)
 
 static void release_all(struct run *r)
 {
+	explain_stop(r);
 	raw_writer_stop(&r->writer);
 	load_group_stop(&r->loads);
 	if (r->dma_fd >= 0)
@@ -329,6 +332,10 @@ int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char 
 	}
 	if (r->stop_signal)
 		atomic_store(&r->stop, 1);
+	if ((rc = explain_start(r, err, sizeof(err)))) {
+		release_all(r);
+		return fail(rc == -ENOMEM ? EXIT_INTERNAL : EXIT_UNSUPPORTED, m->name, err);
+	}
 	if ((rc = start_threads(r, err, sizeof(err)))) {
 		main_wait(r);
 		release_all(r);

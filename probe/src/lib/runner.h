@@ -38,6 +38,10 @@ struct common_params {
 	bool dma_latency_set;
 	int64_t deadline_ns;       /* exit 1 when a latency exceeds it */
 	bool deadline_set;
+	int64_t explain_ns;        /* --explain: explain samples above it (explain.h) */
+	bool explain_set;
+	int64_t explain_max;       /* spikes kept and explained */
+	bool explain_max_set;
 };
 
 /* The options every meter takes (`list --json` shows them as "common_options"). */

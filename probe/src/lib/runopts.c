@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "atomicfile.h"
+#include "explain.h"
 #include "opts.h"
 #include "run.h"
 #include "timeutil.h"
@@ -64,6 +65,12 @@ const struct opt_desc run_common_opts[] = {
 		 "exit 1 if any latency exceeds DUR (after writing the document)", CP(deadline_ns),
 		 CP(deadline_set)),
 	OPT_ALIAS("threshold", "deadline"),
+	OPT_DESC("explain", OPT_DURATION, 1, 3600 * NSEC_PER_SEC, "DUR",
+		 "trace the measured CPUs and explain samples above DUR: what ran instead, in ns "
+		 "(wakeup, periodic, response)", CP(explain_ns), CP(explain_set)),
+	OPT_DESC("explain-max", OPT_INT, 1, EXPLAIN_MAX_MAX, "N",
+		 "explain the N worst samples above --explain (default 10)", CP(explain_max),
+		 CP(explain_max_set)),
 	OPT_END,
 };
 
@@ -110,6 +117,15 @@ static int check_common(struct run *r, struct opt_fault *at, char *err, size_t e
 	if (c->loops_set && c->duration_set) {
 		snprintf(err, errlen, "--loops and --duration exclude each other");
 		return fault(at, NULL, NULL);
+	}
+	if (c->explain_max_set && !c->explain_set) {
+		snprintf(err, errlen, "--explain-max needs --explain");
+		return fault(at, "explain-max", NULL);
+	}
+	if (c->explain_set && !r->m->explainable) {
+		snprintf(err, errlen, "--explain: the %s meter cannot be explained (wakeup, periodic "
+			 "and response can)", r->m->name);
+		return fault(at, "explain", NULL);
 	}
 	if (!c->settle_set)
 		c->settle_ns = c->loads.n ? DEFAULT_SETTLE_NS : 0;
@@ -196,6 +212,8 @@ int run_parse(struct run *r, int argc, char **argv)
 		rc = check_common(r, &at, err, sizeof(err));
 	if (!rc)
 		rc = m->check(r->mparams, r->nthreads, &at, err, sizeof(err));
+	if (!rc && m->check_common)
+		rc = m->check_common(r->mparams, &r->c, &at, err, sizeof(err));
 	if (!rc)
 		rc = check_loads(r, &at, err, sizeof(err));
 	if (!rc)

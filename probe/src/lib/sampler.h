@@ -41,6 +41,7 @@ struct mthread {
 	uint64_t raw_lost;        /* raw samples dropped because the ring was full */
 	struct worst_entry worst[WORST_N];
 	int nworst;
+	int64_t explain_floor;    /* --explain: a sample above this is marked in the trace */
 
 	int index;
 	int cpu;                  /* pinned CPU, -1 when unpinned */
@@ -56,6 +57,9 @@ struct mthread {
 	void *run;                /* the struct run this thread belongs to */
 	void *mstate;             /* the meter's per-thread state (thread_state_size bytes) */
 };
+
+/* --explain: mark sample V in the trace (explain.c). */
+void explain_mark(struct mthread *t, int64_t v, uint64_t cycle, int64_t now_ns);
 
 /* Relaxed read of a field the measuring thread publishes. */
 #define MT_GET(t, field) atomic_load_explicit(&(t)->field, memory_order_relaxed)
@@ -102,6 +106,8 @@ static inline void sample_record(struct mthread *t, int64_t v, uint64_t cycle, i
 	if (t->ring && !ring_push(t->ring, v))
 		t->raw_lost++;
 	MT_SET(t, count, n + 1);
+	if (v > t->explain_floor)
+		explain_mark(t, v, cycle, now_ns);
 }
 
 #endif

@@ -14,6 +14,8 @@
 
 #define TRACEFS_DEFAULT_ROOT "/sys/kernel/tracing"
 #define TRACEFS_INSTANCE_PREFIX "rtlab-"
+/* Hidden, for tests: a directory that stands in for the tracefs mount (never mounted). */
+#define TRACEFS_ROOT_ENV "RTLAB_TRACEFS"
 
 struct tracefs {
 	char root[256];    /* mount point, e.g. /sys/kernel/tracing */
@@ -36,7 +38,7 @@ struct tracefs_switch {
 };
 
 /* Find a tracefs mount (TRACEFS_DEFAULT_ROOT first) or, when MAY_MOUNT, mount it
- * there. 0, or -errno with a reason. */
+ * there; with $RTLAB_TRACEFS set, that directory instead. 0, or -errno with a reason. */
 int tracefs_open(struct tracefs *fs, bool may_mount, char *err, size_t errlen);
 
 /* Create instances/rtlab-<PID>; a leftover of an earlier process with this PID is
@@ -75,5 +77,10 @@ int tracefs_cpu_lost(const struct tracefs_instance *in, int cpu, uint64_t *lost)
 
 /* Parse one sched_switch line of a trace file: 0, or -EINVAL when it is not one. */
 int tracefs_parse_switch(const char *line, struct tracefs_switch *ev);
+
+/* The whole of FILE (relative to the instance, or to the root when IN's path is the
+ * root) into BUF, NUL-terminated: its length, -EOVERFLOW when LEN is too small, or
+ * -errno. */
+int tracefs_read(const struct tracefs_instance *in, const char *file, char *buf, size_t len);
 
 #endif

@@ -2,7 +2,9 @@
  * noise — how much the OS steals from a busy thread (the question of oslat and
  * of the osnoise tracer, asked from user space): read CLOCK_MONOTONIC in a
  * tight loop; a gap between two consecutive reads above --threshold is time
- * the thread did not run, and is recorded as one sample (the gap, in ns).
+ * the thread did not run, and is recorded as one sample (the gap, in ns). With
+ * --tracer osnoise the kernel's osnoise tracer measures instead (lib/ktracer.h): one
+ * sample per period, its largest single noise.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -11,10 +13,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "lib/jsonw.h"
+#include "lib/ktracer.h"
+#include "lib/opts.h"
 #include "lib/runner.h"
 #include "lib/sampler.h"
 #include "lib/timeutil.h"
@@ -23,9 +28,12 @@
 #define NOISE_DEFAULT_THRESHOLD_NS NSEC_PER_USEC
 #define RT_RUNTIME_PATH "/proc/sys/kernel/sched_rt_runtime_us"
 #define RT_PERIOD_PATH "/proc/sys/kernel/sched_rt_period_us"
+#define OSNOISE_PERIOD_NS NSEC_PER_SEC /* the tracer's default period, all of it runtime */
 
 struct noise_params {
 	int64_t threshold_ns; /* a gap above this is noise */
+	bool threshold_set;
+	struct ktracer_opt tracer;
 	/* The real-time throttling setting, read once before measuring. */
 	bool rt_known;         /* both files were read */
 	int64_t rt_runtime_us; /* -1: throttling off */
@@ -38,6 +46,7 @@ struct noise_thread {
 	bool watch_throttle;  /* real-time policy under active throttling */
 	uint64_t throttled;   /* gaps recognised as throttling */
 	int64_t throttled_ns; /* their total length */
+	struct ktracer_thread kt; /* --tracer osnoise */
 };
 
 static void noise_defaults(void *p)
@@ -48,6 +57,7 @@ static void noise_defaults(void *p)
 	np->rt_known = false;
 	np->rt_runtime_us = -1;
 	np->rt_period_us = 0;
+	np->tracer.name = "user";
 }
 
 /* A whole number from a one-line /proc file; 0 or -errno. */
@@ -97,13 +107,46 @@ static int noise_check(void *p, int nthreads, struct opt_fault *at, char *err, s
 	return 0;
 }
 
-/* No activation period: the threshold stands in (raw header, ring and series sizing). */
+static int noise_check_common(void *p, const struct common_params *c, struct opt_fault *at,
+			      char *err, size_t errlen)
+{
+	struct noise_params *np = p;
+
+	if (strcmp(np->tracer.name, "user") && np->threshold_set) {
+		snprintf(err, errlen, "--threshold: the osnoise tracer's is the kernel's "
+			 "tracing_thresh (5us when 0)");
+		at->option = "threshold";
+		return -EINVAL;
+	}
+	return ktracer_opt_check(&np->tracer, KTRACER_OSNOISE, OSNOISE_PERIOD_NS, c, at, err,
+				 errlen);
+}
+
+/* No activation period: the threshold stands in (raw header, ring and series sizing);
+ * the tracer's period with --tracer osnoise. */
 static int64_t noise_period(const void *p, int index)
 {
 	const struct noise_params *np = p;
 
 	(void)index;
-	return np->threshold_ns;
+	return np->tracer.kt ? OSNOISE_PERIOD_NS : np->threshold_ns;
+}
+
+static int noise_thread_setup(struct mthread *t, const void *p, char *err, size_t errlen)
+{
+	const struct noise_params *np = p;
+	struct noise_thread *s = t->mstate;
+
+	return np->tracer.kt ? ktracer_thread_setup(np->tracer.kt, t, &s->kt, err, errlen) : 0;
+}
+
+static void noise_thread_teardown(struct mthread *t, const void *p)
+{
+	const struct noise_params *np = p;
+	struct noise_thread *s = t->mstate;
+
+	if (np->tracer.kt)
+		ktracer_thread_teardown(np->tracer.kt, t, &s->kt);
 }
 
 static void noise_loop(struct mthread *t, const void *p, const struct run_ctl *ctl)
@@ -114,6 +157,10 @@ static void noise_loop(struct mthread *t, const void *p, const struct run_ctl *c
 	int64_t lo = INT64_MAX, hi = INT64_MAX, prev, now, gap;
 	uint64_t reads = 1, gaps = 0;
 
+	if (np->tracer.kt) {
+		ktracer_thread_loop(np->tracer.kt, t, &s->kt, ctl);
+		return;
+	}
 	s->watch_throttle = (t->policy.policy == SCHED_FIFO || t->policy.policy == SCHED_RR) &&
 			    throttling_active(np);
 	if (s->watch_throttle)
@@ -145,8 +192,23 @@ static void noise_thread_json(struct jw *w, const struct mthread *t, const void 
 	int64_t noise = gaps ? MT_GET(t, sum_ns) : 0;
 	double measured = (double)s->measured_ns;
 	uint64_t quiet = s->reads > gaps + 1 ? s->reads - 1 - gaps : 0; /* intervals below it */
+	const struct noise_params *np = p;
 
-	(void)p;
+	if (np->tracer.kt) { /* the periods' sums; no clock reads of ours */
+		noise = s->kt.noise_ns;
+		measured = (double)s->kt.runtime_ns;
+		jw_key(w, "reads");
+		jw_null(w);
+		jw_kint(w, "measured_ns", s->kt.runtime_ns);
+		jw_kint(w, "noise_ns", noise);
+		jw_kdouble(w, "noise_ns_per_s", measured > 0 ? (double)noise * 1e9 / measured : NAN);
+		jw_kdouble(w, "noise_pct", measured > 0 ? (double)noise * 100.0 / measured : NAN);
+		jw_kdouble(w, "read_interval_ns", NAN);
+		jw_key(w, "throttled");
+		jw_null(w);
+		ktracer_thread_json(w, np->tracer.kt, &s->kt);
+		return;
+	}
 	jw_kuint(w, "reads", s->reads);
 	jw_kint(w, "measured_ns", s->measured_ns);
 	jw_kint(w, "noise_ns", noise);
@@ -180,13 +242,25 @@ static void noise_params_json(struct jw *w, const void *p)
 
 	if (active)
 		throttle_window(np, &lo, &hi);
-	jw_kint(w, "threshold_ns", np->threshold_ns);
+	if (np->tracer.kt) /* the kernel's tracing_thresh */
+		opt_int(w, "threshold_ns", np->tracer.kt->threshold_ns >= 0,
+			np->tracer.kt->threshold_ns);
+	else
+		jw_kint(w, "threshold_ns", np->threshold_ns);
 	jw_kstr(w, "clock", "CLOCK_MONOTONIC");
+	jw_kstr(w, "tracer", np->tracer.name);
 	opt_int(w, "rt_runtime_us", np->rt_known, np->rt_runtime_us);
 	opt_int(w, "rt_period_us", np->rt_known, np->rt_period_us);
 	jw_kbool(w, "rt_throttling", active);
 	opt_int(w, "throttle_gap_min_ns", active, lo);
 	opt_int(w, "throttle_gap_max_ns", active, hi);
+}
+
+static void noise_doc_json(struct jw *w, const void *p, const struct mthread *threads, int n)
+{
+	(void)threads;
+	(void)n;
+	ktracer_doc_json(w, &((const struct noise_params *)p)->tracer);
 }
 
 static const struct opt_desc noise_opts[] = {
@@ -195,7 +269,12 @@ static const struct opt_desc noise_opts[] = {
 	OPT_DESC("threshold", OPT_DURATION, 100, NSEC_PER_SEC, "DUR",
 		 "a gap between two clock reads longer than DUR is noise, e.g. 1us, 500ns "
 		 "(default 1us)",
-		 offsetof(struct noise_params, threshold_ns), OPT_NO_SET),
+		 offsetof(struct noise_params, threshold_ns),
+		 offsetof(struct noise_params, threshold_set)),
+	OPT_DESC("tracer", OPT_STRING, 0, 0, "T",
+		 "what measures: user (this probe's threads, default) or osnoise (the kernel's "
+		 "tracer, one per --cpus CPU)",
+		 offsetof(struct noise_params, tracer.name), OPT_NO_SET),
 	OPT_END,
 };
 
@@ -208,14 +287,21 @@ const struct meter meter_noise = {
 		"statistics, noise_ns_per_s, noise_pct (share of the CPU stolen) and, at\n"
 		"fifo/rr under real-time throttling, the gaps of about period - runtime\n"
 		"recognised as throttling. --loops counts clock reads. Busy at fifo on every\n"
-		"CPU starves the machine but for throttling: measure few CPUs at a time.",
+		"CPU starves the machine but for throttling: measure few CPUs at a time.\n"
+		"--tracer osnoise: the kernel's osnoise tracer measures instead, through a\n"
+		"private tracefs instance, one thread entry per --cpus CPU: one sample per 1 s\n"
+		"period (its largest single noise), --loops counts periods.",
 	.options = noise_opts,
 	.params_size = sizeof(struct noise_params),
 	.defaults = noise_defaults,
 	.check = noise_check,
+	.check_common = noise_check_common,
 	.period_ns = noise_period,
 	.loop = noise_loop,
 	.params_json = noise_params_json,
 	.thread_state_size = sizeof(struct noise_thread),
+	.thread_setup = noise_thread_setup,
+	.thread_teardown = noise_thread_teardown,
 	.thread_json = noise_thread_json,
+	.doc_json = noise_doc_json,
 };

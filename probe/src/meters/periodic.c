@@ -223,4 +223,5 @@ const struct meter meter_periodic = {
 	.thread_setup = periodic_thread_setup,
 	.thread_teardown = periodic_thread_teardown,
 	.thread_json = periodic_thread_json,
+	.explainable = true,
 };

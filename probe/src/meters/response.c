@@ -550,4 +550,5 @@ const struct meter meter_response = {
 	.thread_teardown = response_thread_teardown,
 	.thread_json = response_thread_json,
 	.doc_json = response_doc_json,
+	.explainable = true,
 };

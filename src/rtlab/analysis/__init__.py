@@ -1,4 +1,5 @@
-"""Latency statistics: exact over raw samples, estimated from histograms, and comparisons.
+"""Latency statistics: exact over raw samples, estimated from histograms, and comparisons;
+the causes of late samples ranked over the spikes the probe explained.
 
 Times are int64/float ns throughout. Percentiles are nearest rank: the value at sorted
 index ceil(q n) - 1.
@@ -38,10 +39,24 @@ from rtlab.analysis._metrics import (
     metrics,
 )
 from rtlab.analysis._raw import stats_from_samples
+from rtlab.analysis._spikes import (
+    CAUSE_KINDS,
+    UNEXPLAINED,
+    CauseTotal,
+    describe,
+    explanation,
+    policy_text,
+    rank_causes,
+    related_checks,
+    related_findings,
+    segments,
+    unexplained_parts,
+)
 from rtlab.analysis._stats import QUANTILES, CaseStats, nearest_rank, stats_from_histogram
 
 __all__ = [
     "ALPHA",
+    "CAUSE_KINDS",
     "EXPORT_METRICS",
     "METRICS",
     "NBUCKETS",
@@ -50,9 +65,11 @@ __all__ = [
     "RATIO_KEYS",
     "TABLE_COUNTS",
     "TABLE_METRICS",
+    "UNEXPLAINED",
     "VIEWS",
     "WIN_METRICS",
     "CaseStats",
+    "CauseTotal",
     "Column",
     "Comparison",
     "ComparisonRow",
@@ -65,7 +82,9 @@ __all__ = [
     "bucket_bounds",
     "bucket_index",
     "compare_sides",
+    "describe",
     "document_case_stats",
+    "explanation",
     "match_cases",
     "meter_rows",
     "metric",
@@ -73,9 +92,15 @@ __all__ = [
     "nearest_rank",
     "parse_fail_if",
     "per_thread_stats",
+    "policy_text",
+    "rank_causes",
     "rank_test",
     "ratio_table",
+    "related_checks",
+    "related_findings",
     "resolve_raw_file",
+    "segments",
     "stats_from_histogram",
     "stats_from_samples",
+    "unexplained_parts",
 ]

@@ -13,6 +13,7 @@ from rtlab.cli._common import EXIT_INTERNAL, EXIT_UNSUPPORTED, EXIT_USAGE, visib
 from rtlab.cli.audit import audit
 from rtlab.cli.bench import bench_group
 from rtlab.cli.compare import compare
+from rtlab.cli.explain import explain
 from rtlab.cli.import_ import import_group
 from rtlab.cli.list_ import list_cmd
 from rtlab.cli.plot import plot
@@ -41,6 +42,7 @@ cli.add_command(run)
 cli.add_command(list_cmd)
 cli.add_command(show)
 cli.add_command(compare)
+cli.add_command(explain)
 cli.add_command(import_group)
 cli.add_command(audit)
 cli.add_command(report)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from rtlab.cli._common import print_json, results_option, store_from, visible
-from rtlab.ingest import read_cyclictest
+from rtlab.ingest import read_cyclictest, read_rtla
 from rtlab.records import CaseRecord, SeriesRecord, new_manifest
 from rtlab.resultdoc import check_document
 from rtlab.system import collect_fingerprint
@@ -19,18 +21,64 @@ def import_group() -> None:
     """Import results of other tools as experiments."""
 
 
+def _import_options(tool: str) -> Callable:
+    """The arguments and options every import subcommand takes."""
+
+    def wrap(fn: Callable) -> Callable:
+        for deco in reversed(
+            [
+                click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False)),
+                click.option(
+                    "--name", default=f"{tool} import", show_default=True, help="experiment name"
+                ),
+                click.option(
+                    "--series", default=tool, show_default=True, help="series name of the cases"
+                ),
+                click.option(
+                    "--this-system",
+                    is_flag=True,
+                    help="record this machine's fingerprint (the files were made here)",
+                ),
+                click.option(
+                    "--json",
+                    "as_json",
+                    is_flag=True,
+                    help='JSON on stdout: {"id", "path", "cases"}',
+                ),
+                results_option,
+            ]
+        ):
+            fn = deco(fn)
+        return fn
+
+    return wrap
+
+
 @import_group.command("cyclictest")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--name", default="cyclictest import", show_default=True, help="experiment name")
-@click.option("--series", default="cyclictest", show_default=True, help="series name of the cases")
-@click.option(
-    "--this-system",
-    is_flag=True,
-    help="record this machine's fingerprint (the files were made here)",
-)
-@click.option("--json", "as_json", is_flag=True, help='JSON on stdout: {"id", "path", "cases"}')
-@results_option
-def cyclictest_cmd(
+@_import_options("cyclictest")
+def cyclictest_cmd(**opts: Any) -> None:
+    """Import cyclictest --json files or -h/--histfile histograms, one case per file.
+
+    Every file is checked before anything is stored; a file that cannot be read
+    stores nothing (exit 2).
+    """
+    _store_import("cyclictest", read_cyclictest, **opts)
+
+
+@import_group.command("rtla")
+@_import_options("rtla")
+def rtla_cmd(**opts: Any) -> None:
+    """Import rtla timerlat/osnoise hist or top output (captured stdout), one case per file.
+
+    The kind and the time unit come from each file's content. Every file is checked
+    before anything is stored; a file that cannot be read stores nothing (exit 2).
+    """
+    _store_import("rtla", read_rtla, **opts)
+
+
+def _store_import(
+    tool: str,
+    read: Callable[[Path], dict[str, Any]],
     files: tuple[str, ...],
     name: str,
     series: str,
@@ -38,20 +86,16 @@ def cyclictest_cmd(
     as_json: bool,
     results_dir: str,
 ) -> None:
-    """Import cyclictest --json files or -h/--histfile histograms, one case per file.
-
-    Every file is checked before anything is stored; a file that cannot be read
-    stores nothing (exit 2).
-    """
+    """Read and check every file, then store them as one experiment, one case per file."""
     store = store_from(results_dir)
-    docs = [read_cyclictest(Path(f)) for f in files]
+    docs = [read(Path(f)) for f in files]
     for f, doc in zip(files, docs, strict=True):
         check_document(doc, f)
     names = [Path(f).name for f in files]
     manifest = new_manifest(
         name=name,
-        description=f"imported from {len(files)} cyclictest file(s)",
-        source="import:cyclictest",
+        description=f"imported from {len(files)} {tool} file(s)",
+        source=f"import:{tool}",
         series=[SeriesRecord(series, "", ["file"])],
         cases=[CaseRecord(i, series, n, {"file": n}) for i, n in enumerate(names)],
     )

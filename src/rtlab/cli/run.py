@@ -149,6 +149,12 @@ class PlainDisplay(Display):
     "--deadline", type=DURATION, help="latency requirement, e.g. 100us; exit 1 if exceeded"
 )
 @click.option("--raw", is_flag=True, help="capture every sample (exact statistics, rank tests)")
+@click.option(
+    "--explain",
+    type=DURATION,
+    metavar="DUR",
+    help="trace the measured CPUs and explain samples above DUR (see `rtlab explain`)",
+)
 @click.option("--resume", "resume_id", metavar="ID", help="continue an interrupted experiment")
 @results_option
 @click.option("--out", "out_dir", hidden=True, type=click.Path(file_okay=False))
@@ -163,6 +169,7 @@ def run(
     scale: float,
     deadline: int | None,
     raw: bool,
+    explain: int | None,
     resume_id: str | None,
     results_dir: str,
     out_dir: str | None,
@@ -199,6 +206,8 @@ def run(
         exp = load_experiment(experiment, scale)
         if deadline is not None:
             exp.deadline_ns = deadline
+        if explain is not None:
+            _explain_cases(exp, explain)
         probe = find_probe()
         validate_with_probe(exp, lambda args: check_args(args, probe))
         if check_only:
@@ -264,6 +273,24 @@ def _finish(rec: ExperimentRecord, deadline: int | None, as_json: bool, written,
     elif verdict_line is not None:
         console(err=True).print(verdict_line)
     return status
+
+
+def _explain_cases(exp, threshold_ns: int) -> None:
+    """--explain: the cases whose meter can explain its samples trace their CPUs."""
+    skipped = 0
+    for c in exp.cases:
+        meter = exp.catalog.meter(c.args[0]) if exp.catalog and c.args else None
+        if meter is None or not meter.explainable:
+            skipped += 1
+        elif "--explain" not in c.args and "explain" not in c.params:
+            c.args[1:1] = ["--explain", f"{threshold_ns}ns"]
+            c.params["explain"] = f"{threshold_ns}ns"
+    if skipped == len(exp.cases):
+        can = ", ".join(m.name for m in exp.catalog.meters if m.explainable) if exp.catalog else ""
+        raise UserError(f"--explain: no case of this experiment has a meter that can ({can})")
+    if skipped:
+        note = f"note: --explain: {skipped} case(s) of other meters are not explained"
+        click.echo(note, err=True)
 
 
 def _print_check(exp, as_json: bool) -> None:

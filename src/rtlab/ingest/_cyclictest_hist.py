@@ -31,30 +31,17 @@ from typing import Any
 
 from rtlab.errors import UserError
 from rtlab.ingest._limits import INT64_MAX, MAX_BUCKETS
+from rtlab.ingest._text import newlines, nonblank_lines
 
 _NUM = re.compile(r"-?[0-9]{1,30}")
 # A row of plain counts: up to 18 digits is always below 2^63, so no checks needed
 _ROW = re.compile(r"[0-9]{1,18}(?:\s+[0-9]{1,18})+")
-_TEXT_LINE = re.compile(r"^[^\S\n]*+\S[^\n]*", re.MULTILINE)  # a line that is not blank
 _HEAD = "# Histogram"
 # "# Key: values" summary lines; values are one count per thread (+ summary column).
 _SUMMARY = {"Total", "Min Latencies", "Avg Latencies", "Max Latencies", "Histogram Overflows"}
 _REQUIRED = ("Min Latencies", "Avg Latencies", "Max Latencies", "Histogram Overflows")
 _THREAD = re.compile(r"Thread ([0-9]{1,9})")
 _OTHERS = re.compile(r"\s*([0-9]{1,30})\s+others\s*")
-
-
-def _newlines(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
-
-
-def _lines(text: str) -> Iterator[tuple[int, str]]:
-    """(line number, stripped line) of the lines that are not blank, lazily."""
-    lineno, pos = 1, 0
-    for m in _TEXT_LINE.finditer(text):
-        lineno += text.count("\n", pos, m.start())
-        pos = m.start()
-        yield lineno, m.group().strip()
 
 
 def _count(tok: str, where: str) -> int:
@@ -87,7 +74,7 @@ def _head_lines(text: str) -> Iterator[int]:
 
 
 def looks_like_histogram(text: str) -> bool:
-    return next(_head_lines(_newlines(text)), None) is not None
+    return next(_head_lines(newlines(text)), None) is not None
 
 
 def _overflow_cycles(rest: str, where: str) -> tuple[list[int], int]:
@@ -146,7 +133,7 @@ def parse_histogram(text: str) -> dict[str, Any]:
     """Return {"threads": [raw thread, ...]} with index, cpu (None), count, min, max, mean
     (whole units as printed), hist {bucket: count} (no zero counts), overflow, and the
     overflow cycle numbers (overflow_cycles, overflow_cycles_omitted)."""
-    text = _newlines(text)
+    text = newlines(text)
     heads = _head_lines(text)
     head = next(heads, None)
     if head is None:
@@ -158,7 +145,7 @@ def parse_histogram(text: str) -> dict[str, Any]:
     summary: dict[str, tuple[int, list[int]]] = {}
     oflow: dict[int, tuple[list[int], int]] = {}
     in_rows = True
-    for lineno, line in _lines(text):
+    for lineno, line in nonblank_lines(text):
         where = f"line {lineno}"
         if lineno <= head:
             continue

@@ -14,6 +14,7 @@ from typing import Any
 
 from rtlab.errors import UserError
 from rtlab.ingest._limits import INT32_LIMIT, INT64_MAX, MAX_BUCKETS
+from rtlab.ingest._text import clean_text
 
 _INT_TEXT = re.compile(r"\s*[-+]?[0-9]{1,30}\s*")
 _FLOAT_TEXT = re.compile(
@@ -43,11 +44,6 @@ def show(value: Any) -> str:
     if isinstance(value, str) and len(value) > 30:
         return repr(value[:30]) + "..."
     return repr(value)
-
-
-def clean_text(text: str) -> str:
-    """The string with lone surrogates (from JSON \\ud800 escapes) replaced: encodable."""
-    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _repair(m: re.Match[str]) -> str:

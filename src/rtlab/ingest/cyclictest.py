@@ -51,36 +51,24 @@ Options in the cmdline that are no C int give null params, as unparsable ones do
 from __future__ import annotations
 
 import email.utils
-import math
-import os
 import re
 import shlex
-import stat
 from datetime import UTC, datetime, timedelta, timezone
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from rtlab.errors import UserError
 from rtlab.ingest._cyclictest_hist import looks_like_histogram, parse_histogram
-from rtlab.ingest._cyclictest_json import clean_text, parse_json
+from rtlab.ingest._cyclictest_json import parse_json
 from rtlab.ingest._limits import (
     INT32_LIMIT,
     MAX_BUCKETS,
-    MAX_FILE_BYTES,
     MAX_LATENCY_NS,
     MAX_SAMPLES,
 )
+from rtlab.ingest._percentiles import percentiles
+from rtlab.ingest._text import clean_text, named, read_text
 from rtlab.probe import RESULT_SCHEMA
-
-PERCENTILES = ("50", "90", "99", "99.9", "99.99")
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-}
 
 # getopt of cyclictest 2.x: options taking an argument (required / optional).
 # fmt: off
@@ -104,46 +92,8 @@ def read_cyclictest(path: Path, *, nsecs: bool | None = None) -> dict[str, Any]:
     Raises UserError (one line naming the file) for anything that is not readable.
     """
     path = Path(path)
-    try:
-        text = _read_bytes(path).decode("utf-8", errors="replace")
-        return _read(path, text, nsecs)
-    except UserError as e:
-        name = str(path) if str(path).isprintable() else repr(str(path))
-        msg = " ".join(str(e).split())
-        raise UserError(f"{name}: {msg}") from None
-
-
-def _read_bytes(path: Path) -> bytearray:
-    """The whole file, which must be a regular file of at most MAX_FILE_BYTES."""
-    try:
-        _check_regular(os.stat(path))
-        # O_NONBLOCK: a FIFO swapped in after the stat must not block the open, and a
-        # /proc file that waits for data (kmsg) fails instead of blocking the read
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-        try:
-            _check_regular(os.fstat(fd))
-            data = bytearray()
-            while len(data) <= MAX_FILE_BYTES:  # st_size is 0 for /proc files: read on
-                chunk = os.read(fd, min(16 << 20, MAX_FILE_BYTES + 1 - len(data)))
-                if not chunk:
-                    break
-                data += chunk
-        finally:
-            os.close(fd)
-    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
-        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise UserError(f"cannot read: {why}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise UserError(f"file is larger than {MAX_FILE_BYTES >> 20} MiB")
-    return data
-
-
-def _check_regular(st: os.stat_result) -> None:
-    if not stat.S_ISREG(st.st_mode):
-        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "a special file")
-        raise UserError(f"cannot read: {kind}, not a regular file")
-    if st.st_size > MAX_FILE_BYTES:
-        raise UserError(f"file is larger than {MAX_FILE_BYTES >> 20} MiB ({st.st_size} bytes)")
+    with named(path):
+        return _read(path, read_text(path), nsecs)
 
 
 def _read(path: Path, text: str, nsecs: bool | None) -> dict[str, Any]:
@@ -235,13 +185,11 @@ def _thread(r: dict[str, Any], unit: int) -> dict[str, Any]:
     hi = None if r["max"] is None else r["max"] * unit
     mean = None if r["mean"] is None else round(r["mean"] * unit, 3)
     histogram = None
-    percentiles: dict[str, int | None] | None = None
+    pcts: dict[str, int | None] | None = None
     if hist is not None:
         buckets = [[b * unit, b * unit + unit - 1, c] for b, c in sorted(hist.items()) if c]
         histogram = {"unit": "ns", "overflow": r["overflow"], "buckets": buckets}
-        percentiles = {
-            p: _percentile(buckets, count, Fraction(p) / 100, lo, hi) for p in PERCENTILES
-        }
+        pcts = percentiles(buckets, count, lo, hi)
     return {
         "index": r["index"],
         "cpu": r["cpu"],
@@ -253,28 +201,13 @@ def _thread(r: dict[str, Any], unit: int) -> dict[str, Any]:
         "max_ns": hi,
         "mean_ns": mean,
         "stddev_ns": None,
-        "percentiles_ns": percentiles,
+        "percentiles_ns": pcts,
         "overruns": 0,
         "raw_lost": 0,
         "histogram": histogram,
         "worst": [],
         "series": None,
     }
-
-
-def _percentile(
-    buckets: list[list[int]], total: int, q: Fraction, lo: int | None, hi: int | None
-) -> int | None:
-    """Nearest rank: the smallest bucket with at least ceil(q·total) samples at or below."""
-    if not total or lo is None or hi is None:
-        return None
-    rank = min(max(math.ceil(q * total), 1), total)
-    seen = 0
-    for b_lo, b_hi, c in buckets:
-        seen += c
-        if seen >= rank:
-            return min(max(b_lo + (b_hi - b_lo) // 2, lo), hi)
-    return hi  # among the overflowed samples, above every bucket
 
 
 def _argv(cmdline: Any) -> list[str]:

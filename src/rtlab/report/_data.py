@@ -1,5 +1,6 @@
 """What a report shows, gathered once from stored experiments: statistics, histograms,
-per-second series, worst samples and box-plot outliers of every finished case."""
+per-second series, worst samples, box-plot outliers and the explained spikes of every
+finished case."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from rtlab.analysis import CaseStats, Histogram, MeterView, bucket_index
+from rtlab.analysis import CaseStats, Histogram, MeterView, bucket_index, explanation
 from rtlab.errors import UserError
 from rtlab.records import CaseRecord
 from rtlab.results import case_samples, case_stats, effective_deadline, setup_labels, view_rows
@@ -54,6 +55,8 @@ class CaseData:
     outlier_source: str  # "raw" or "histogram"
     outlier_note: str  # how the dots were chosen, for text alternatives
     meter_view: tuple[MeterView, list[dict[str, Any]]] | None = None  # see analysis.VIEWS
+    explain: dict[str, Any] | None = None  # the probe's --explain: None when not asked
+    spikes: list[dict[str, Any]] = field(default_factory=list)  # late samples, worst first
 
     @property
     def series(self) -> str:
@@ -133,7 +136,8 @@ def _thread(t: dict[str, Any]) -> ThreadData:
         cpu=t.get("cpu"),
         count=int(t.get("count") or 0),
         max_ns=t.get("max_ns"),
-        hist=Histogram.from_document_thread(t),
+        # an imported summary (cyclictest --json without -h, rtla top) has no histogram
+        hist=Histogram.from_document_thread(t) if t.get("histogram") else Histogram.empty(),
         sec_min=_floats(s.get("min_ns"), n),
         sec_mean=_floats(s.get("mean_ns"), n),
         sec_max=_floats(s.get("max_ns"), n),
@@ -212,6 +216,7 @@ def _case(rec: ExperimentRecord, case: CaseRecord, deadline_ns: int | None) -> C
     else:
         dots, note = _hist_outliers(threads, hist, st)
         source = "histogram"
+    explain, spikes = explanation(doc)
     return CaseData(
         case=case,
         label=case.label,
@@ -224,6 +229,8 @@ def _case(rec: ExperimentRecord, case: CaseRecord, deadline_ns: int | None) -> C
         outlier_source=source,
         outlier_note=note,
         meter_view=view_rows(case, doc, st),
+        explain=explain,
+        spikes=spikes,
     )
 
 

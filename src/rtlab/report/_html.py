@@ -16,6 +16,8 @@ from rtlab import __version__
 from rtlab.errors import UserError
 from rtlab.report._comparison import comparison_tables
 from rtlab.report._data import ExperimentData, collect
+from rtlab.report._spikes import TITLE as SPIKES_TITLE
+from rtlab.report._spikes import spike_parts
 from rtlab.report._tables import (
     Table,
     audit_table,
@@ -56,6 +58,7 @@ class Section:
     intro: str = ""
     figures: list[Figure] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
+    tables_first: bool = False  # a summary table that the figures then detail
 
 
 @dataclass
@@ -208,6 +211,10 @@ def build_sections(exps: list[ExperimentData], loads: Sequence[int]) -> list[Sec
                 ),
             )
         )
+    spikes = spike_parts(exps)
+    if spikes is not None:
+        intro, plots, tables = spikes
+        secs.append(Section("spikes", SPIKES_TITLE, intro, _svg_figures(plots), tables, True))
     meters = meter_tables(exps)
     if meters:
         secs.append(

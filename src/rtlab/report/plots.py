@@ -1,8 +1,9 @@
 """Reusable latency plots (matplotlib, no display): box plots against load, per-thread
-histograms, exceedance (1 - CDF) and latency over time.
+histograms, exceedance (1 - CDF), latency over time and the timeline of an explained spike.
 
 Every function takes stored experiments (`ExperimentRecord`s, or the `ExperimentData`
-that `rtlab.report.collect` reads once for many plots) and returns a `Plot`: the
+that `rtlab.report.collect` reads once for many plots; `spike_plot` one spike of a
+document) and returns a `Plot`: the
 matplotlib `Figure`, a title and a text alternative. `save(plot, "fig.svg")` writes SVG,
 PNG or PDF; `to_svg(plot)` gives the SVG text that the HTML report inlines. Figures are
 built without pyplot, on an Agg canvas, so nothing ever opens a window. Times are
@@ -20,6 +21,7 @@ from pathlib import Path
 from rtlab.errors import UserError
 from rtlab.report._data import ExperimentData
 from rtlab.report._distplots import box_plot, histogram_plot
+from rtlab.report._spikeplot import spike_plot
 from rtlab.report._style import Plot, _data, _style, lean
 from rtlab.report._tailplots import exceedance_plot, timeline_plot
 from rtlab.store import ExperimentRecord
@@ -33,6 +35,7 @@ __all__ = [
     "figure_for",
     "histogram_plot",
     "save",
+    "spike_plot",
     "timeline_plot",
     "to_svg",
 ]

@@ -1,0 +1,55 @@
+/* The state of --explain, shared by explain.c (capture) and explain_doc.c (output). */
+#ifndef RTLAB_EXPLAIN_PRIV_H
+#define RTLAB_EXPLAIN_PRIV_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sampler.h"
+#include "tracefs.h"
+#include "xattr.h"
+
+#define READ_BUF (1 << 16)
+#define EVENTS_TEXT 1024
+
+struct xcpu {
+	int cpu, fd;
+	struct xring ring;
+	size_t len;
+	char buf[READ_BUF];
+};
+
+struct explain_thread { /* written by its measuring thread only */
+	int64_t *top;       /* latencies marked, the largest max_spikes */
+	int ntop;
+	uint64_t marked, failed;
+};
+
+struct explain {
+	int64_t threshold_ns;
+	int max;
+	bool unavailable;
+	char reason[300];
+	struct tracefs fs;
+	struct tracefs_instance inst;
+	char instance[64];    /* its name, kept after removal */
+	char clock[16];
+	bool clock_mono;
+	int marker_fd;
+	int ncpus;
+	struct xcpu *cpus;
+	char events[EVENTS_TEXT], missing[EVENTS_TEXT]; /* "sys:ev,sys:ev" */
+	pthread_t reader;
+	bool reader_started, stopped;
+	_Atomic int stop;
+	struct explain_thread *th;
+	int nthreads;
+	struct mthread *threads;
+	struct xspike *kept, scratch;
+	int nkept;
+	uint64_t lost_events, markers_seen;
+};
+
+#endif

@@ -1,0 +1,121 @@
+/*
+ * Attribution of one late sample to what ran on its CPU: a ring of the CPU's recent
+ * trace events (and the CPU's state before the oldest one), replayed over the window
+ * from the intended activation minus a look-back to the wake-up. The window becomes a
+ * timeline of segments (thread, IRQ, softirq, hrtimer callback, idle …) and the
+ * latency [activation, wake-up] is split into causes that sum to it exactly:
+ *
+ *  - IRQ, x86 vector/IPI, softirq and hrtimer-callback time: that handler;
+ *  - before the measuring thread was woken (sched_waking): time with no handler is
+ *    "unexplained": the timer interrupt could not be taken (interrupts off,
+ *    non-preemptible code, an SMI or the hypervisor), whatever task was current;
+ *  - after it was woken: the task that kept the CPU; idle time stays unexplained.
+ */
+#ifndef RTLAB_XATTR_H
+#define RTLAB_XATTR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "xtrace.h"
+
+#define XCTX_MAX 8
+#define XCAUSE_MAX 24
+#define XSEG_MAX 256
+#define XUNEXPL_CTX 4
+
+enum xkind {
+	XK_THREAD,   /* another task */
+	XK_SELF,     /* the measuring thread */
+	XK_IDLE,     /* the idle task (pid 0) */
+	XK_IRQ,      /* a device IRQ handler */
+	XK_VECTOR,   /* an x86 system vector or an IPI (no IRQ number) */
+	XK_SOFTIRQ,
+	XK_TIMER,    /* an hrtimer callback */
+	XK_UNKNOWN,  /* nothing known yet about the CPU */
+};
+
+struct xctx {
+	uint8_t kind;  /* XK_IRQ, XK_VECTOR, XK_SOFTIRQ, XK_TIMER */
+	int32_t num;
+	char name[XE_NAME_LEN];
+};
+
+/* What a CPU is doing at a point of its trace. */
+struct xstate {
+	bool known;
+	int32_t pid, prio;            /* current task; prio as the kernel prints it */
+	char comm[XE_COMM_LEN];
+	int depth;
+	struct xctx ctx[XCTX_MAX];    /* interrupt contexts, innermost last */
+	bool in_work;
+	char work[XE_NAME_LEN];       /* the work item a kworker is running */
+};
+
+/* The recent events of one CPU. */
+struct xring {
+	struct xev *ev;
+	uint32_t cap, head, n;        /* head: next slot written */
+	struct xstate base;           /* state after every event evicted */
+	int64_t evicted_ts;           /* newest evicted event, INT64_MIN: none */
+	int64_t last_ts;              /* newest event pushed */
+};
+
+struct xseg {
+	int64_t start_ns, end_ns;     /* relative to the intended activation */
+	uint8_t kind;                 /* enum xkind */
+	int32_t id;                   /* pid, IRQ or vector */
+	char name[XE_NAME_LEN];
+};
+
+struct xcause {
+	uint8_t kind;                 /* enum xkind; XK_SELF is reported as "other" */
+	int32_t id;
+	char name[XE_NAME_LEN];
+	char work[XE_NAME_LEN];       /* threads: the work item that ran longest, or "" */
+	char policy[12];              /* threads: "fifo" …, "" when unknown */
+	int32_t priority;             /* threads: rt priority, or nice for the fair classes */
+	bool priority_known;
+	int64_t ns;
+};
+
+struct xspike {
+	struct xmark m;
+	int cpu;
+	pid_t tid;
+	int64_t lookback_ns;
+	int ncauses;
+	struct xcause causes[XCAUSE_MAX];  /* sorted by ns, largest first */
+	int64_t unexplained_ns;
+	int64_t unexplained_idle_ns;        /* part of it while the CPU was idle */
+	struct {
+		int32_t pid;
+		char comm[XE_COMM_LEN];
+		int64_t ns;
+	} unexpl_ctx[XUNEXPL_CTX];          /* tasks current during unexplained time */
+	int64_t woken_ns, switched_ns;      /* relative to activation; -1: not seen */
+	bool events_lost, truncated;
+	int nseg;
+	bool seg_dropped;                   /* more segments than XSEG_MAX: the earliest dropped */
+	struct xseg seg[XSEG_MAX];
+	char verdict[240];
+};
+
+int xring_init(struct xring *r, uint32_t cap);
+void xring_free(struct xring *r);
+/* Append EV (a LOST note takes the time of the event before it). */
+void xring_push(struct xring *r, const struct xev *ev);
+
+/*
+ * Explain marker M (thread TID on CPU) from R. OFFSET_NS: trace clock minus
+ * CLOCK_MONOTONIC. LOOKBACK_NS: window before the activation.
+ */
+void xattr_explain(const struct xring *r, const struct xmark *m, int cpu, pid_t tid,
+		   int64_t offset_ns, int64_t lookback_ns, struct xspike *out);
+
+/* The JSON name of a cause or segment kind. */
+const char *xkind_cause_name(uint8_t kind);
+const char *xkind_seg_name(uint8_t kind);
+
+#endif

@@ -1,0 +1,31 @@
+"""A planted cause for --explain: a SCHED_FIFO process with a distinctive name that
+spins SPIN_US on CPU every PERIOD_MS. Prints "ready" once its policy is set; runs
+until killed (the test stops it by PID)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import time
+
+
+def main() -> None:
+    cpu, prio, spin_us, period_ms, name = sys.argv[1:6]
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+    os.sched_setaffinity(0, {int(cpu)})
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(int(prio)))
+    print("ready", flush=True)
+    spin_ns, period_ns = int(spin_us) * 1000, int(period_ms) * 1_000_000
+    nxt = time.monotonic_ns()
+    while True:
+        end = time.monotonic_ns() + spin_ns
+        while time.monotonic_ns() < end:
+            pass
+        nxt += period_ns
+        time.sleep(max(0.0, (nxt - time.monotonic_ns()) / 1e9))
+
+
+if __name__ == "__main__":
+    main()
