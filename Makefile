@@ -10,10 +10,11 @@ CROSS   := build/aarch64
 # meson-python runs `meson` from PATH: the one in the venv.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # Debian packages the tests use (cyclictest for the import tests, chromium to render
-# the HTML report, stress-ng and iperf3 as load backends; hackbench comes with rt-tests).
-TEST_DEBS := rt-tests chromium stress-ng iperf3
+# the HTML report, stress-ng and iperf3 as load backends; hackbench comes with rt-tests;
+# openssh-server for the SSH target tests, which start their own sshd).
+TEST_DEBS := rt-tests chromium stress-ng iperf3 openssh-server
 
-.PHONY: run test install probe probe-test pytest lint debs cross-test bench clean
+.PHONY: run test install probe probe-test pytest lint debs cross-test cross-probe bench clean
 
 $(VENV)/.stamp: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -107,6 +108,11 @@ cross-test: $(VENV)/.stamp
 		print("cross-test: OK, %s %s (aarch64, static) under qemu: %d wake-ups, p50 %d ns, max %d ns" % \
 		      (d["tool"], d["version"], t["count"], t["percentiles_ns"]["50"], t["max_ns"]))' \
 		$(CROSS)/wakeup.json
+
+# The static aarch64 probe of cross-test, carried by the package: `make install` after
+# this puts it in rtlab/probes/aarch64/, which SSH targets of that architecture get.
+cross-probe: cross-test
+	install -D -m 755 $(CROSS)/src/rtlab-probe src/rtlab/probes/aarch64/rtlab-probe
 
 clean:
 	rm -rf build $(VENV)

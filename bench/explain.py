@@ -17,22 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from _common import probe_path
+
 SPIN_LOAD = "spin:3%:20ms@{cpu},policy=fifo:99"  # the planted thread (rtlab:spin)
-
-
-def probe_path() -> str:
-    env = os.environ.get("RTLAB_PROBE")
-    if env:
-        return env
-    beside = Path(sys.executable).parent / "rtlab-probe"
-    return str(beside) if beside.exists() else shutil.which("rtlab-probe") or "rtlab-probe"
 
 
 def wakeup(probe: str, cpu: int, loops: int, tmp: Path, *extra: str) -> dict:

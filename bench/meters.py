@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import probe_path
+
 SPIN_US, PERIOD_MS, GAP_US = 300, 5, 100
 PLANTER = f"""
 import os, time
@@ -34,14 +36,6 @@ while True:
         pass
     time.sleep({PERIOD_MS} / 1000)
 """
-
-
-def probe_path() -> str:
-    env = os.environ.get("RTLAB_PROBE")
-    if env:
-        return env
-    beside = Path(sys.executable).parent / "rtlab-probe"
-    return str(beside) if beside.exists() else shutil.which("rtlab-probe") or "rtlab-probe"
 
 
 def run_json(cmd: list[str], out: Path) -> dict:

@@ -44,6 +44,7 @@ def test_case_status_updates_index_and_completion(tmp_path):
     rec = store.create(manifest(), "", {})
     for case in rec.cases:
         case.status, case.document = "done", f"cases/{case.index:03d}.json"
+        (rec.path / case.document).write_text('{"schema": 4, "threads": []}')
         rec.set_case(case)
     assert store.open(rec.id).complete
     (row,) = store.listing()
@@ -57,6 +58,15 @@ def test_create_with_documents_marks_cases_done(tmp_path):
     rec = store.create(manifest(), "", {}, documents=docs)
     assert rec.complete and [c.document for c in rec.cases] == ["cases/000.json", "cases/001.json"]
     assert store.open(rec.id).document(rec.cases[1]) == docs[1]
+
+
+def test_a_finished_case_without_its_document_is_failed(tmp_path):
+    store = Store(tmp_path)
+    rec = store.create(manifest(), "", {}, documents={0: {"schema": 4, "threads": []}})
+    (rec.path / rec.cases[0].document).unlink()
+    again = store.open(rec.id)
+    assert again.cases[0].status == "failed" and "missing" in again.cases[0].reason
+    assert not again.complete and again.done_cases == []
 
 
 def test_index_is_rebuilt_from_directories(tmp_path):
@@ -90,6 +100,7 @@ def test_listing_reads_only_changed_manifests(tmp_path, monkeypatch):
     assert len(store.listing()) == 3 and read == []
     case = recs[1].cases[0]
     case.status, case.document = "done", "cases/000.json"
+    (recs[1].path / case.document).write_text('{"schema": 4, "threads": []}')
     time.sleep(0.01)
     recs[1].set_case(case)
     rows = {r["id"]: r for r in store.listing()}

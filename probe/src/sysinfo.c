@@ -98,6 +98,10 @@ static const struct si_entry si_table[] = {
 	{ "/sys/fs/cgroup/*/cpuset.cpus.effective", SI_TEXT, 4 * K, NULL },
 	{ "/sys/fs/cgroup/*/*/cpuset.cpus.partition", SI_TEXT, 4 * K, NULL },
 	{ "/sys/fs/cgroup/*/*/cpuset.cpus.effective", SI_TEXT, 4 * K, NULL },
+	{ "/sys/fs/cgroup/cpuset/cpuset.sched_load_balance", SI_TEXT, 4 * K, NULL },
+	{ "/sys/fs/cgroup/cpuset/*/cpuset.cpu_exclusive", SI_TEXT, 4 * K, NULL },
+	{ "/sys/fs/cgroup/cpuset/*/cpuset.sched_load_balance", SI_TEXT, 4 * K, NULL },
+	{ "/sys/fs/cgroup/cpuset/*/cpuset.effective_cpus", SI_TEXT, 4 * K, NULL },
 	{ NULL, 0, 0, NULL },
 };
 /* sysinfo-table-end */

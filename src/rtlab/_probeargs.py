@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from rtlab.experiment import Experiment
 
 #: Probe options that `probe_args` may not give: rtlab sets them for every run.
-RESERVED_OPTIONS = frozenset({"json", "raw", "progress", "quiet", "check", "help"})
+RESERVED_OPTIONS = frozenset({"json", "raw", "progress", "quiet", "check", "help", "stop-on-eof"})
 DEFAULT_METER = "wakeup"
 
 

@@ -11,3 +11,8 @@ class UnsupportedError(Exception):
 
 class InternalError(Exception):
     """A bug, in rtlab or in the probe (which exited 4): exit 4."""
+
+
+class LostError(UnsupportedError):
+    """The target a case ran on went away (its connection was lost): exit 3. The case is
+    failed, the finished ones are kept, and `rtlab run --resume` continues."""

@@ -92,7 +92,10 @@ HOST_KEYS: dict[str, CaseKey] = {
     )
 }
 #: Probe options that are no case key: rtlab sets them (or its host keys stand for them).
-HOST_OPTIONS = frozenset({"json", "raw", "progress", "quiet", "check", "help", "no-mlock", "load"})
+HOST_OPTIONS = frozenset(
+    {"json", "raw", "progress", "quiet", "check", "help", "no-mlock", "load", "stop-on-eof"}
+    | {"thread-cgroup", "load-cgroup"}  # `rtlab run --partition` places the probe
+)
 SECTION_KEYS = {"experiment", "defaults", "series"}
 EXPERIMENT_KEYS = {"name", "description", "deadline"}
 SERIES_KEYS = {"name", "sweep", "description"}

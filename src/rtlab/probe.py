@@ -348,11 +348,20 @@ def _libc() -> ctypes.CDLL:
     return _LIBC
 
 
-def _die_with(parent: int) -> Callable[[], None]:
-    """preexec_fn: SIGTERM the child when its parent dies, even by SIGKILL."""
+def _die_with(parent: int, cgroup: str | None = None) -> Callable[[], None]:
+    """preexec_fn: SIGTERM the child when its parent dies, even by SIGKILL; with CGROUP (a
+    cgroup.procs file) the child first moves itself there (exit 3 when it cannot)."""
     prctl = _libc().prctl  # looked up before fork: the child only calls it
 
     def preexec() -> None:
+        if cgroup is not None:
+            try:
+                fd = os.open(cgroup, os.O_WRONLY)
+                os.write(fd, b"0")  # 0: the writing process
+                os.close(fd)
+            except OSError as e:
+                os.write(2, f"cannot start the probe in {cgroup} ({e.strerror})\n".encode())
+                os._exit(EXIT_UNSUPPORTED)
         prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
         if os.getppid() != parent:  # the parent died before prctl: no signal will come
             os._exit(EXIT_INTERNAL)
@@ -378,8 +387,10 @@ def run_probe(
     document: Path,
     on_progress: ProgressFn | None = None,
     probe: Path | None = None,
+    cgroup: str | None = None,
 ) -> ProbeOutcome:
     """Run the probe with ARGS, writing DOCUMENT; feed its progress lines to ON_PROGRESS.
+    With CGROUP (a cgroup.procs file) the probe starts in that cgroup (`--partition`).
 
     The probe runs in its own session so that a terminal's ^C reaches rtlab only;
     rtlab forwards SIGINT/SIGTERM, and the probe still writes an incomplete document.
@@ -399,7 +410,7 @@ def run_probe(
             text=True,
             errors="replace",
             start_new_session=True,
-            preexec_fn=_die_with(os.getpid()),
+            preexec_fn=_die_with(os.getpid(), cgroup),
         )
         try:
             for line in _lines(proc.stdout):

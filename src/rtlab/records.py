@@ -37,6 +37,7 @@ class CaseRecord:
     status: str = "pending"  # one of STATUSES
     document: str | None = None  # relative to the experiment directory
     expected_s: float = 0.0  # for progress and ETA
+    reason: str | None = None  # why a failed case failed (e.g. the target's connection lost)
 
     @property
     def slug(self) -> str:
@@ -78,6 +79,8 @@ class Manifest:
     cases: list[CaseRecord]
     complete: bool = False
     schema: int = MANIFEST_SCHEMA
+    # where it ran when not here: {"name", "spec", "arch", "probe", "farm"} (rtlab.targets)
+    target: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -121,6 +124,7 @@ class Manifest:
             notes=d.strings("notes"),
             series=series,
             cases=cases,
+            target=d.opt("target", dict),
         )
         m.refresh_complete()
         return m
@@ -182,6 +186,7 @@ def _case(data: Any, where: str) -> CaseRecord:
         status=status,
         document=document,
         expected_s=float(d.opt("expected_s", (int, float)) or 0.0),
+        reason=d.opt("reason", str),
     )
 
 

@@ -15,10 +15,13 @@ from rtlab.analysis import (
     Comparison,
     MeterView,
     Side,
+    TailFit,
     Threshold,
     compare_sides,
     document_case_stats,
+    fit_tail,
     meter_rows,
+    refused_fit,
     resolve_raw_file,
 )
 from rtlab.records import CaseRecord
@@ -120,6 +123,29 @@ def case_samples(rec: ExperimentRecord, case: CaseRecord):
     return [open_samples(p) for p in paths]
 
 
+#: Why a case without raw samples gets no pWCET (docs/pwcet.md, "Histograms").
+NO_RAW = (
+    "no raw samples: pWCET needs them in time order for its stationarity and independence "
+    "gates, which a histogram cannot give (rerun with --raw)"
+)
+
+
+def case_tail(rec: ExperimentRecord, case: CaseRecord, confidence: float = 0.9) -> TailFit:
+    """The extreme-value fit of a case's raw samples (its threads one after the other), or a
+    fit that refuses and says why (no raw samples, samples lost)."""
+    from rtlab.rawfile import open_samples
+
+    threads = rec.document(case).get("threads") or []
+    base = rec.document_path(case).parent
+    paths = [resolve_raw_file(t, base) for t in threads]
+    if not paths or None in paths:
+        return refused_fit(NO_RAW, confidence)
+    lost = sum(int(t.get("raw_lost") or 0) for t in threads)
+    if lost:
+        return refused_fit(f"{lost} raw samples were lost: the time order has gaps", confidence)
+    return fit_tail([open_samples(p) for p in paths if p is not None], confidence=confidence)
+
+
 def record_side(rec: ExperimentRecord, setup: str, deadline_ns: int | None) -> Side:
     """REC as one side of a comparison."""
     dl = effective_deadline(rec, deadline_ns)
@@ -133,19 +159,22 @@ def record_side(rec: ExperimentRecord, setup: str, deadline_ns: int | None) -> S
     def samples(case: CaseRecord):
         return case_samples(rec, case) if stats(case).exact else None
 
-    return Side(rec.id, setup, rec.done_cases, stats, samples)
+    return Side(rec.id, setup, rec.done_cases, stats, samples, lambda case: case_tail(rec, case))
 
 
 def compare_records(
     recs: Sequence[ExperimentRecord],
     deadline_ns: int | None = None,
     thresholds: Sequence[Threshold] = (),
+    pwcet: Sequence[float] = (),
 ) -> Comparison:
-    """RECS after the first against the first, case by case."""
+    """RECS after the first against the first, case by case (with the pWCET at each
+    probability of PWCET)."""
     labels = setup_labels(list(recs))
     return compare_sides(
         [record_side(r, label, deadline_ns) for r, label in zip(recs, labels, strict=True)],
         thresholds,
+        pwcet=pwcet,
     )
 
 
@@ -159,8 +188,15 @@ def setup_facts(rec: ExperimentRecord) -> dict[str, Any]:
 
 
 def setup_labels(recs: list[ExperimentRecord]) -> list[str]:
-    """Name each experiment by the system facts that differ between them (else by its id)."""
-    return setup_names([setup_facts(r) for r in recs], [r.id for r in recs])
+    """Name each experiment by the system facts that differ between them (else by its id);
+    experiments run on distinct targets (a farm's boards) by target name first."""
+    names = setup_names([setup_facts(r) for r in recs], [r.id for r in recs])
+    boards = [(r.manifest.target or {}).get("name") for r in recs]
+    if all(isinstance(b, str) and b for b in boards) and len(set(boards)) == len(boards):
+        return [
+            b if n == r.id else f"{b} · {n}" for b, n, r in zip(boards, names, recs, strict=True)
+        ]
+    return names
 
 
 def setup_label(rec: ExperimentRecord) -> str:

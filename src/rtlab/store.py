@@ -136,7 +136,12 @@ class ExperimentRecord:
 def read_record(path: Path) -> ExperimentRecord:
     """The experiment in directory PATH; DamagedRecord naming the file and the field."""
     f = path / MANIFEST_FILE
-    return ExperimentRecord(path, Manifest.from_dict(read_json(f), str(f), exp_id=path.name))
+    manifest = Manifest.from_dict(read_json(f), str(f), exp_id=path.name)
+    for c in manifest.cases:  # "done" without its result is not done: shown as failed
+        if c.done and not (path / (c.document or "")).is_file():
+            c.status, c.reason = "failed", f"result document {c.document!r} is missing"
+    manifest.refresh_complete()
+    return ExperimentRecord(path, manifest)
 
 
 class Store:
@@ -171,9 +176,12 @@ class Store:
         system: dict[str, Any],
         documents: dict[int, dict[str, Any]] | None = None,
         exp_id: str | None = None,
+        files: dict[str, Path | dict[str, Any]] | None = None,
     ) -> ExperimentRecord:
         """Store a new experiment; DOCUMENTS (case index -> result document) mark those
-        cases done. The directory appears whole or not at all."""
+        cases done; FILES (path in the experiment -> a file to copy, or JSON data) are
+        stored with them (raw samples, audit.json). The directory appears whole or not
+        at all."""
         self._make_root()
         exp_id = exp_id or self.new_id(manifest.name or "experiment")
         final = self.root / exp_id
@@ -187,6 +195,11 @@ class Store:
                 case = manifest.cases[index]
                 write_json_atomic(tmp / "cases" / f"{case.slug}.json", doc)
                 case.status, case.document = "done", f"cases/{case.slug}.json"
+            for name, what in (files or {}).items():
+                if isinstance(what, dict):
+                    write_json_atomic(tmp / name, what)
+                else:
+                    shutil.copyfile(what, tmp / name)
             manifest.refresh_complete()
             manifest.id = exp_id
             write_json_atomic(tmp / MANIFEST_FILE, manifest.to_dict())

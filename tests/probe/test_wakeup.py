@@ -396,6 +396,25 @@ def test_progress_lines_are_json(run_probe, tmp_path):
     assert last["min_ns"] <= last["mean_ns"] <= last["max_ns"]
 
 
+def test_progress_lines_carry_cpu_misses_busy_and_final_p99(run_probe, tmp_path):
+    cp = run_probe(
+        "wakeup", "--loops", "1500", "--interval", "200us", "--cpus", "0", "--deadline", "1ns",
+        "--policy", "other", "--quiet", "--progress", "-", "--json", str(tmp_path / "r.json"),
+    )  # fmt: skip
+    assert cp.returncode == 1, cp.stderr  # every wake-up is later than 1 ns
+    lines = [json.loads(line) for line in cp.stdout.splitlines()]
+    assert "cpu_busy_pct" not in lines[0]  # before measuring
+    for ln in lines:
+        (t,) = ln["threads"]
+        assert t["cpu"] == 0 and 0 <= t["misses"] <= t["count"]
+        assert ("p99_ns" in t) == (ln["phase"] == "done")
+        if ln["phase"] in ("measure", "done"):
+            assert set(ln["cpu_busy_pct"]) >= {"0"} and 0 <= ln["cpu_busy_pct_all"] <= 100
+    done = lines[-1]["threads"][0]
+    assert done["misses"] == done["count"] == 1500
+    assert done["min_ns"] <= done["p99_ns"] <= done["max_ns"]
+
+
 def test_check_validates_without_running(run_probe, tmp_path):
     out = tmp_path / "r.json"
     cp = run_probe("wakeup", "--check", "--loops", "100000", "--json", str(out))

@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sched.h>
 #include <stdio.h>
@@ -163,9 +164,26 @@ int groups_args_parse(const char *args, int min_groups, int default_fds, int max
 	return 0;
 }
 
-/* In the freshly forked worker: own group, die with the probe, the spec's scheduling. */
+#define LOAD_CGROUP_ERR (1 << 16) /* load_group.ready: -(this + errno) = --load-cgroup refused */
+
+int cgroup_join(const char *path, long id)
+{
+	char buf[24];
+	int n = snprintf(buf, sizeof(buf), "%ld", id), rc = 0;
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, buf, (size_t)n) != n)
+		rc = -errno;
+	(void)close(fd);
+	return rc;
+}
+
+/* In the freshly forked worker: own group, die with the probe, the spec's cgroup and
+ * scheduling (the cgroup first: its CPUs bound what the affinity may name). */
 static void worker_setup(pid_t pgid, pid_t probe_pid, const struct load_spec *s, int index,
-			 volatile int32_t *ready)
+			 const char *cgroup, volatile int32_t *ready)
 {
 	sigset_t all;
 	cpu_set_t set;
@@ -182,6 +200,10 @@ static void worker_setup(pid_t pgid, pid_t probe_pid, const struct load_spec *s,
 	(void)sigprocmask(SIG_SETMASK, &all, NULL);
 	(void)signal(SIGINT, SIG_DFL);
 	(void)signal(SIGTERM, SIG_DFL);
+	if (cgroup && (rc = cgroup_join(cgroup, 0))) {
+		*ready = -LOAD_CGROUP_ERR + rc;
+		_exit(EXIT_UNSUPPORTED);
+	}
 	if (s->kind->per_cpu && s->cpus.n) {
 		CPU_ZERO(&set);
 		CPU_SET(s->cpus.cpu[index % s->cpus.n], &set);
@@ -218,6 +240,12 @@ static int wait_ready(struct load_group *g, const struct load_list *l, char *err
 		int pending = 0;
 
 		for (int k = 0; k < g->nworkers; k++) {
+			if (g->ready[k] <= -LOAD_CGROUP_ERR) {
+				snprintf(err, errlen, "load \"%s\": --load-cgroup %s refused (%s)",
+					 l->spec[g->spec_of[k]].text, l->cgroup,
+					 strerror(-(g->ready[k] + LOAD_CGROUP_ERR)));
+				return g->ready[k] + LOAD_CGROUP_ERR;
+			}
 			if (g->ready[k] < 0) {
 				const struct load_spec *s = &l->spec[g->spec_of[k]];
 				char pol[96], why[200];
@@ -298,7 +326,7 @@ int load_group_start(struct load_group *g, const struct load_list *l, char *err,
 				return -e;
 			}
 			if (pid == 0) {
-				worker_setup(g->pgid ? g->pgid : 0, self, &l->spec[i], k,
+				worker_setup(g->pgid ? g->pgid : 0, self, &l->spec[i], k, l->cgroup,
 					     &g->ready[g->nworkers]);
 				l->spec[i].kind->worker(&l->spec[i], k, &g->iters[g->nworkers]);
 				_exit(0);

@@ -36,7 +36,11 @@ struct load_spec {
 struct load_list {
 	int n;
 	struct load_spec spec[LOAD_MAX_SPECS];
+	const char *cgroup; /* each worker first writes its PID into this file (--load-cgroup) */
 };
+
+/* Write task ID ID (0: the caller) into the cgroup file PATH: 0 or -errno. */
+int cgroup_join(const char *path, long id);
 
 /* Hackbench-style arguments shared by ipc and hackbench: GROUPS[:pipe|socket][:FDS]. */
 struct groups_args {

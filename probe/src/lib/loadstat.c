@@ -82,19 +82,11 @@ static double rate(uint64_t from, uint64_t to, double secs)
 	return secs > 0 && to >= from ? (double)(to - from) / secs : 0.0;
 }
 
-void loadstat_json(struct jw *w, const struct loadstat *a, const struct loadstat *b)
+void loadstat_busy_keys(struct jw *w, const struct loadstat *a, const struct loadstat *b)
 {
-	double secs = (double)(b->t_ns - a->t_ns) / NSEC_PER_SEC;
 	uint64_t busy = 0, total = 0;
 	char key[16];
 
-	if (!a->ok || !b->ok) {
-		jw_null(w);
-		return;
-	}
-	jw_obj_begin(w);
-	jw_kstr(w, "source", "/proc/stat");
-	jw_kint(w, "interval_ns", b->t_ns - a->t_ns);
 	jw_key(w, "cpu_busy_pct");
 	jw_obj_begin(w);
 	for (int k = 0; k < b->ncpus; k++) {
@@ -110,6 +102,20 @@ void loadstat_json(struct jw *w, const struct loadstat *a, const struct loadstat
 	}
 	jw_obj_end(w);
 	jw_kdouble(w, "cpu_busy_pct_all", total ? round_pct(100.0 * (double)busy / (double)total) : 0.0);
+}
+
+void loadstat_json(struct jw *w, const struct loadstat *a, const struct loadstat *b)
+{
+	double secs = (double)(b->t_ns - a->t_ns) / NSEC_PER_SEC;
+
+	if (!a->ok || !b->ok) {
+		jw_null(w);
+		return;
+	}
+	jw_obj_begin(w);
+	jw_kstr(w, "source", "/proc/stat");
+	jw_kint(w, "interval_ns", b->t_ns - a->t_ns);
+	loadstat_busy_keys(w, a, b);
 	jw_kdouble(w, "ctxt_per_s", round(rate(a->ctxt, b->ctxt, secs)));
 	jw_kdouble(w, "intr_per_s", round(rate(a->intr, b->intr, secs)));
 	jw_kdouble(w, "softirq_per_s", round(rate(a->softirq, b->softirq, secs)));

@@ -31,6 +31,9 @@ int loadstat_read(const char *path, struct loadstat *s);
 /* Busy % of CPU between A and B, or a negative value when it is unknown. */
 double loadstat_busy_pct(const struct loadstat *a, const struct loadstat *b, int cpu);
 
+/* The keys "cpu_busy_pct" {"CPU": %} and "cpu_busy_pct_all" from A to B, in an open object. */
+void loadstat_busy_keys(struct jw *w, const struct loadstat *a, const struct loadstat *b);
+
 /*
  * "activity" object: interval_ns, cpu_busy_pct {"CPU": %}, cpu_busy_pct_all,
  * ctxt_per_s, intr_per_s, softirq_per_s; null when either snapshot is missing.

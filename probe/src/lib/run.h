@@ -36,6 +36,7 @@ struct run {
 	char start_utc[40], end_utc[40];
 	int64_t t0_ns, t1_ns; /* CLOCK_MONOTONIC around the measurement */
 	struct loadstat act0, act1; /* /proc/stat at the start and end of measuring */
+	struct loadstat prog_prev, prog_now; /* /proc/stat at the last two --progress lines */
 	int stop_signal;      /* the signal that stopped the run, 0 if none */
 	bool status_drawn;
 	FILE *progress;       /* --progress stream, or NULL */

@@ -21,7 +21,7 @@
 #define SERIES_MAX_SLOTS (7 * 24 * 3600)      /* one week of per-second slots */
 #define SERIES_OPEN_SLOTS (24 * 3600)         /* when the run has no set end */
 #define STATUS_PERIOD_NS (500 * NSEC_PER_MSEC)
-#define PROGRESS_PERIOD_NS NSEC_PER_SEC
+#define PROGRESS_PERIOD_NS (250 * NSEC_PER_MSEC) /* a live view updates a few times a second */
 
 static int fail(int code, const char *prefix, const char *msg)
 {
@@ -74,6 +74,7 @@ static int alloc_threads(struct run *r, char *err, size_t errlen)
 		t->period_ns = r->m->period_ns(r->mparams, i);
 		t->worst_floor = INT64_MIN; /* the first WORST_N samples always enter */
 		t->explain_floor = INT64_MAX; /* explain_start lowers it */
+		t->miss_floor = r->c.deadline_set ? r->c.deadline_ns : INT64_MAX;
 		t->hist = calloc(1, sizeof(*t->hist));
 		if (!t->hist || series_init(&t->series, NSEC_PER_SEC, series_slots(r, t->period_ns)))
 			goto out_nomem;
@@ -108,7 +109,12 @@ static void *mthread_main(void *arg)
 	int rc;
 
 	t->tid = gettid();
-	if (t->cpu >= 0) {
+	if (r->c.thread_cgroup && (rc = cgroup_join(r->c.thread_cgroup, t->tid))) {
+		t->setup_rc = rc;
+		snprintf(t->setup_err, sizeof(t->setup_err), "--thread-cgroup: thread %d cannot join "
+			 "%.200s (%s)", t->index, r->c.thread_cgroup, strerror(-rc));
+	}
+	if (t->cpu >= 0 && !t->setup_rc) {
 		cpu_set_t set;
 
 		CPU_ZERO(&set);
@@ -254,6 +260,28 @@ static void main_wait(struct run *r)
 	utc_now_iso(r->end_utc, sizeof(r->end_utc));
 }
 
+/* --stop-on-eof: a closed SSH channel sends no signal (no pty, no SIGHUP), only end of file. */
+static void *eof_watch(void *arg)
+{
+	char buf[256];
+	ssize_t n;
+
+	(void)arg;
+	while ((n = read(STDIN_FILENO, buf, sizeof(buf))) != 0)
+		if (n < 0 && errno != EINTR)
+			break;
+	(void)kill(getpid(), SIGHUP); /* blocked in every thread: main_wait takes it */
+	return NULL;
+}
+
+static void watch_stdin_eof(const struct run *r)
+{
+	pthread_t t;
+
+	if (r->c.stop_on_eof && !pthread_create(&t, NULL, eof_watch, NULL))
+		(void)pthread_detach(t);
+}
+
 static int hold_dma_latency(struct run *r, char *err, size_t errlen)
 {
 	int32_t us = (int32_t)(r->c.dma_latency_ns / NSEC_PER_USEC); /* a whole number: checked */
@@ -315,9 +343,11 @@ int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char 
 		return code;
 	if ((rc = alloc_threads(r, err, sizeof(err))))
 		return fail(rc == -ENOMEM ? EXIT_INTERNAL : EXIT_USAGE, m->name, err);
+	watch_stdin_eof(r);
 	if ((rc = hold_dma_latency(r, err, sizeof(err))))
 		return fail(EXIT_UNSUPPORTED, m->name, err);
 	/* Loads and threads were checked before: what is refused now is refused here (exit 3). */
+	r->c.loads.cgroup = r->c.load_cgroup;
 	if ((rc = load_group_start(&r->loads, &r->c.loads, err, sizeof(err)))) {
 		release_all(r);
 		return fail(rc == -ENOMEM ? EXIT_INTERNAL : EXIT_UNSUPPORTED, m->name, err);

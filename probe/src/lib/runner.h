@@ -19,6 +19,8 @@ struct common_params {
 	bool threads_set;
 	struct cpulist main_cpus; /* main and writer threads */
 	bool main_cpus_set;
+	const char *thread_cgroup; /* measuring threads write their TID here (a v1 tasks file) */
+	const char *load_cgroup;   /* load processes write their PID here (a cgroup.procs) */
 	struct policy_spec policy;
 	bool allow_fallback;
 	int64_t loops;            /* cycles per thread, 0 = no limit */
@@ -34,6 +36,7 @@ struct common_params {
 	int64_t settle_ns;
 	bool settle_set;
 	bool no_mlock;
+	bool stop_on_eof;          /* stop as on SIGHUP when stdin reaches end of file */
 	int64_t dma_latency_ns;    /* a whole number of us: /dev/cpu_dma_latency takes us */
 	bool dma_latency_set;
 	int64_t deadline_ns;       /* exit 1 when a latency exceeds it */

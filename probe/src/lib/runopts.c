@@ -26,6 +26,14 @@ const struct opt_desc run_common_opts[] = {
 		 CP(threads), CP(threads_set)),
 	OPT_DESC("main-cpus", OPT_CPULIST, 0, 0, "LIST", "pin the main and raw-writer threads",
 		 CP(main_cpus), CP(main_cpus_set)),
+	OPT_DESC("thread-cgroup", OPT_STRING, 0, 0, "FILE",
+		 "each measuring thread joins this cgroup (writes its thread ID into FILE, a cgroup v1 "
+		 "tasks file) before it pins itself",
+		 CP(thread_cgroup), OPT_NO_SET),
+	OPT_DESC("load-cgroup", OPT_STRING, 0, 0, "FILE",
+		 "each load process joins this cgroup (writes its PID into FILE, a cgroup.procs file) "
+		 "before it sets its CPUs",
+		 CP(load_cgroup), OPT_NO_SET),
 	OPT_DESC("policy", OPT_POLICY, 0, 0, "POLICY",
 		 "other[:NICE] | fifo:PRIO | rr:PRIO | deadline:RUNTIME/DEADLINE/PERIOD (default fifo:99)",
 		 CP(policy), OPT_NO_SET),
@@ -56,6 +64,10 @@ const struct opt_desc run_common_opts[] = {
 		 CP(settle_set)),
 	OPT_DESC("no-mlock", OPT_FLAG, 0, 0, NULL, "do not lock memory or prefault stacks",
 		 CP(no_mlock), OPT_NO_SET),
+	OPT_DESC("stop-on-eof", OPT_FLAG, 0, 0, NULL,
+		 "stop (as on SIGHUP) when standard input reaches end of file: a closed SSH channel "
+		 "or pipe ends the run",
+		 CP(stop_on_eof), OPT_NO_SET),
 	{ .name = "dma-latency", .type = OPT_DURATION, .min = 0, .max = INT32_MAX * NSEC_PER_USEC,
 	  .step = NSEC_PER_USEC, .metavar = "DUR",
 	  .help = "hold /dev/cpu_dma_latency at DUR (whole us, e.g. 0us, 10us) during the run "

@@ -42,6 +42,8 @@ struct mthread {
 	struct worst_entry worst[WORST_N];
 	int nworst;
 	int64_t explain_floor;    /* --explain: a sample above this is marked in the trace */
+	int64_t miss_floor;       /* --deadline: a sample above this is a miss; INT64_MAX without */
+	_Atomic uint64_t misses;  /* samples above --deadline, read live by the progress stream */
 
 	int index;
 	int cpu;                  /* pinned CPU, -1 when unpinned */
@@ -106,6 +108,8 @@ static inline void sample_record(struct mthread *t, int64_t v, uint64_t cycle, i
 	if (t->ring && !ring_push(t->ring, v))
 		t->raw_lost++;
 	MT_SET(t, count, n + 1);
+	if (v > t->miss_floor)
+		MT_SET(t, misses, MT_GET(t, misses) + 1);
 	if (v > t->explain_floor)
 		explain_mark(t, v, cycle, now_ns);
 }

@@ -1,6 +1,8 @@
 /* Live status: one line per measuring thread on stderr, redrawn in place. */
 #include <stdio.h>
+#include <string.h>
 
+#include "hist.h"
 #include "jsonw.h"
 #include "run.h"
 #include "timeutil.h"
@@ -32,33 +34,61 @@ void status_draw(struct run *r)
 	r->status_drawn = true;
 }
 
+/* Busy % of each CPU since the previous line ("measure"), or over the whole run ("done"). */
+static void progress_busy(struct run *r, struct jw *w, bool done)
+{
+	const struct loadstat *from = &r->act0, *to = &r->act1;
+
+	if (!done) {
+		if (loadstat_read(NULL, &r->prog_now))
+			return;
+		from = r->prog_prev.ok ? &r->prog_prev : &r->act0;
+		to = &r->prog_now;
+	}
+	if (from->ok && to->ok)
+		loadstat_busy_keys(w, from, to);
+	if (!done)
+		r->prog_prev = r->prog_now;
+}
+
 void progress_write(struct run *r, const char *phase)
 {
-	struct jw w;
+	struct jw jw, *w = &jw;
+	bool done = !strcmp(phase, "done");
+	bool measuring = done || !strcmp(phase, "measure");
 
-	jw_init(&w, r->progress);
-	jw_obj_begin(&w);
-	jw_kstr(&w, "phase", phase);
-	jw_kint(&w, "elapsed_ns", r->t0_ns ? mono_now_ns() - r->t0_ns : 0);
-	jw_key(&w, "threads");
-	jw_arr_begin(&w);
+	jw_init(w, r->progress);
+	jw_obj_begin(w);
+	jw_kstr(w, "phase", phase);
+	jw_kint(w, "elapsed_ns", r->t0_ns ? mono_now_ns() - r->t0_ns : 0);
+	jw_key(w, "threads");
+	jw_arr_begin(w);
 	for (int i = 0; r->th && i < r->nthreads; i++) {
 		const struct mthread *t = &r->th[i];
 		uint64_t n = MT_GET(t, count);
 
-		jw_obj_begin(&w);
-		jw_kuint(&w, "count", n);
+		jw_obj_begin(w);
+		jw_key(w, "cpu");
+		t->cpu >= 0 ? jw_int(w, t->cpu) : jw_null(w);
+		jw_kuint(w, "count", n);
 		if (n) {
-			jw_kint(&w, "last_ns", MT_GET(t, last_ns));
-			jw_kint(&w, "min_ns", MT_GET(t, min_ns));
-			jw_kint(&w, "mean_ns",
-				MT_GET(t, sum_ns) / (int64_t)n);
-			jw_kint(&w, "max_ns", MT_GET(t, max_ns));
+			int64_t mn = MT_GET(t, min_ns), mx = MT_GET(t, max_ns);
+
+			jw_kint(w, "last_ns", MT_GET(t, last_ns));
+			jw_kint(w, "min_ns", mn);
+			jw_kint(w, "mean_ns", MT_GET(t, sum_ns) / (int64_t)n);
+			jw_kint(w, "max_ns", mx);
+			if (done) /* the threads have ended: their histograms are final */
+				jw_kint(w, "p99_ns", hist_quantile(t->hist, 0.99, mn, mx));
 		}
-		jw_obj_end(&w);
+		if (r->c.deadline_set)
+			jw_kuint(w, "misses", MT_GET(t, misses));
+		jw_obj_end(w);
 	}
-	jw_arr_end(&w);
-	jw_obj_end(&w);
+	jw_arr_end(w);
+	if (measuring && r->t0_ns)
+		progress_busy(r, w, done);
+	jw_obj_end(w);
 	fputc('\n', r->progress);
 	(void)fflush(r->progress);
 }

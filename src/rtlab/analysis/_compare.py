@@ -6,7 +6,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -14,6 +14,9 @@ from rtlab.analysis._metrics import RATIO_KEYS, metric
 from rtlab.analysis._stats import CaseStats
 from rtlab.errors import UserError
 from rtlab.units import format_ns, parse_duration_ns
+
+if TYPE_CHECKING:
+    from rtlab.analysis._pwcet import Estimate
 
 
 def _ratio(a: float, b: float) -> float:
@@ -99,7 +102,7 @@ def rank_test(
 
 
 _FAIL_IF = re.compile(
-    r"\s*(?P<metric>[a-z][a-z0-9.]*)\s*>\s*"
+    r"\s*(?:pwcet\s*\(\s*(?P<p>[^()]*?)\s*\)|(?P<metric>[a-z][a-z0-9.]*))\s*>\s*"
     r"(?:(?P<ratio>\d+(?:\.\d*)?|\.\d+)\s*x|\+\s*(?P<pct>\d+(?:\.\d*)?|\.\d+)\s*%"
     r"|\+\s*(?P<inc>[^\s+].*?)|(?P<abs>[0-9.][^\s]*?))\s*",
     re.IGNORECASE,
@@ -109,12 +112,14 @@ _FAIL_IF = re.compile(
 @dataclass(frozen=True)
 class Threshold:
     """A CI threshold on B's metric: at most A's times a ratio, A's plus an increase, or
-    (kind "absolute", A unused) a fixed limit."""
+    (kind "absolute", A unused) a fixed limit. Metric "pwcet" (``p`` set) is the latency
+    exceeded with probability p per activation: see `check_pwcet`."""
 
     expr: str
-    metric: str  # CaseStats field
+    metric: str  # CaseStats field, or "pwcet"
     kind: Literal["ratio", "increase", "absolute"]
     value: float  # ratio (kind "ratio"), else ns
+    p: float | None = None  # the pWCET probability (metric "pwcet")
 
     def limit(self, a: CaseStats) -> float:
         if self.kind == "absolute":
@@ -145,11 +150,37 @@ class Threshold:
             f" = {format_ns(limit)}): {verdict}"
         )
 
+    def check_pwcet(self, a: Estimate, b: Estimate) -> tuple[bool, str]:
+        """(exceeded, one line) for metric "pwcet": a fixed limit is compared with the upper
+        end of B's interval (what can be claimed at its confidence), a ratio or increase
+        with the estimates. A refusal counts as exceeded: nothing can be claimed."""
+        name = self.expr.strip()
+        for side, e in (("B", b), ("A", a)):
+            if e.refused is not None and (side == "B" or self.kind != "absolute"):
+                return True, f"{name}: no estimate for {side}: {e.refused} (exceeded)"
+        assert b.value_ns is not None and b.hi_ns is not None
+        shown = f"{format_ns(b.value_ns)} [{format_ns(b.lo_ns)}, {format_ns(b.hi_ns)}]"
+        if self.kind == "absolute":
+            exceeded = b.hi_ns > self.value
+            return exceeded, (
+                f"{name}: {shown} (upper end against the limit {format_ns(self.value)}): "
+                f"{'exceeded' if exceeded else 'ok'}"
+            )
+        va, vb = float(a.value_ns or 0.0), float(b.value_ns)
+        limit = va * self.value if self.kind == "ratio" else va + self.value
+        exceeded = vb > limit
+        return exceeded, (
+            f"{name}: {format_ns(va)} -> {shown} (limit {format_ns(limit)}): "
+            f"{'exceeded' if exceeded else 'ok'}"
+        )
 
-def parse_fail_if(expr: str) -> Threshold:
+
+def parse_fail_if(expr: str, rate_hz: float | None = None) -> Threshold:
     """Parse ``p99>1.2x``, ``max>1.5x``, ``mean>+20us``, ``p99.9>+10%`` into a Threshold.
 
-    Metrics: min, mean|avg, median|p50, p90, p99, p99.9, p99.99, max, jitter, stddev.
+    Metrics: min, mean|avg, median|p50, p90, p99, p99.9, p99.99, max, jitter, stddev, and
+    ``pwcet(P)``: the latency exceeded with probability P per activation (``1e-9``, or a
+    time between exceedances such as ``10y`` at RATE_HZ, default 1 kHz).
     Limits: a ratio ``Nx`` (N > 0), a relative increase ``+N%``, an absolute increase
     ``+DURATION`` (ns, us, µs, ms, s, m, h) or a fixed limit ``DURATION`` (``max>100us``:
     B's max above 100 µs, whatever A's). Bad expressions raise UserError.
@@ -160,23 +191,33 @@ def parse_fail_if(expr: str) -> Threshold:
         raise UserError(
             f"bad --fail-if {text!r}: expected METRIC>RATIOx or METRIC>+DURATION, e.g. p99>1.2x"
         )
-    try:
-        found = metric(m.group("metric"))
-    except UserError as e:
-        raise UserError(f"bad --fail-if {text!r}: {e}") from None
-    if not found.duration:
-        raise UserError(f"bad --fail-if {text!r}: {found.label} is not a latency")
-    key = found.key
+    p = None
+    if m.group("p") is not None:
+        from rtlab.analysis._pwcet import DEFAULT_RATE_HZ, parse_probability
+
+        try:
+            p = parse_probability(m.group("p"), rate_hz or DEFAULT_RATE_HZ)
+        except UserError as e:
+            raise UserError(f"bad --fail-if {text!r}: {e}") from None
+        key = "pwcet"
+    else:
+        try:
+            found = metric(m.group("metric"))
+        except UserError as e:
+            raise UserError(f"bad --fail-if {text!r}: {e}") from None
+        if not found.duration:
+            raise UserError(f"bad --fail-if {text!r}: {found.label} is not a latency")
+        key = found.key
     if m.group("ratio") is not None:
         value = float(m.group("ratio"))
         if not value > 0:
             raise UserError(f"bad --fail-if {text!r}: the ratio must be above 0")
-        return Threshold(text, key, "ratio", value)
+        return Threshold(text, key, "ratio", value, p)
     if m.group("pct") is not None:
-        return Threshold(text, key, "ratio", 1.0 + float(m.group("pct")) / 100.0)
+        return Threshold(text, key, "ratio", 1.0 + float(m.group("pct")) / 100.0, p)
     kind: Literal["increase", "absolute"] = "increase" if m.group("inc") else "absolute"
     try:
         ns = parse_duration_ns(m.group("inc") or m.group("abs"))
     except UserError as e:
         raise UserError(f"bad --fail-if {text!r}: {e}") from None
-    return Threshold(text, key, kind, float(ns))
+    return Threshold(text, key, kind, float(ns), p)

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from rtlab.analysis._compare import RankTest, Threshold, rank_test, ratio_table
+from rtlab.analysis._pwcet import Estimate, TailFit, refused_fit
 from rtlab.analysis._stats import CaseStats
 
 #: Significance level of the rank test.
@@ -30,13 +31,23 @@ class Side:
     cases: Sequence[Any]  # finished cases (CaseLike), in the experiment's order
     stats: Callable[[Any], CaseStats]
     samples: Callable[[Any], Any]  # raw samples of a case, or None
+    tail: Callable[[Any], TailFit] | None = None  # the case's extreme-value fit (pWCET)
     _cache: dict[int, Any] = field(default_factory=dict, repr=False)
+    _tails: dict[int, TailFit] = field(default_factory=dict, repr=False)
 
     def cached_samples(self, case: Any) -> Any:
         key = id(case)
         if key not in self._cache:
             self._cache[key] = self.samples(case)
         return self._cache[key]
+
+    def cached_tail(self, case: Any) -> TailFit:
+        key = id(case)
+        if key not in self._tails:
+            self._tails[key] = (
+                self.tail(case) if self.tail is not None else refused_fit("no samples given")
+            )
+        return self._tails[key]
 
 
 @dataclass
@@ -52,6 +63,7 @@ class ComparisonRow:
     other_stats: CaseStats
     ratios: dict[str, float]
     rank_test: RankTest | None
+    pwcet: dict[float, tuple[Estimate, Estimate]] = field(default_factory=dict)  # p: (A, B)
 
     @property
     def significant(self) -> bool | None:
@@ -67,6 +79,10 @@ class ComparisonRow:
             "ratios": self.ratios,
             "rank_test": None if self.rank_test is None else asdict(self.rank_test),
             "significant": self.significant,
+            "pwcet": [
+                {"p": p, "baseline": a.to_dict(), "other": b.to_dict()}
+                for p, (a, b) in self.pwcet.items()
+            ],
         }
 
 
@@ -102,10 +118,16 @@ def match_cases(sides: Sequence[Side]) -> list[tuple[str, str, list[Any]]]:
 
 
 def compare_sides(
-    sides: Sequence[Side], thresholds: Sequence[Threshold] = (), *, rank: bool = True
+    sides: Sequence[Side],
+    thresholds: Sequence[Threshold] = (),
+    *,
+    rank: bool = True,
+    pwcet: Sequence[float] = (),
 ) -> Comparison:
-    """Every side after the first against the first (the baseline)."""
+    """Every side after the first against the first (the baseline); with the pWCET at each
+    probability of PWCET and of the pwcet thresholds (one tail fit per case)."""
     sides = list(sides)
+    ps = sorted({*pwcet, *(t.p for t in thresholds if t.p is not None)})
     base = sides[0]
     matched = match_cases(sides)
     rows, failures = [], []
@@ -128,10 +150,20 @@ def compare_sides(
                     other_stats=b,
                     ratios=ratio_table(a, b),
                     rank_test=rank_test(sa, sb) if sb is not None else None,
+                    pwcet={
+                        p: (
+                            base.cached_tail(cases[0]).estimate(p),
+                            side.cached_tail(other).estimate(p),
+                        )
+                        for p in ps
+                    },
                 )
             )
             for t in thresholds:
-                exceeded, text = t.check(a, b)
+                if t.p is not None:
+                    exceeded, text = t.check_pwcet(*rows[-1].pwcet[t.p])
+                else:
+                    exceeded, text = t.check(a, b)
                 if exceeded:
                     failures.append(f"{series} / {name}: {side.setup}: {text}")
     return Comparison(sides, matched, rows, failures)

@@ -125,7 +125,7 @@ def _noise(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "cpu": t.get("cpu"),
                 "noise_pct": _num(t.get("noise_pct")),
                 "noise_ns_per_s": _num(t.get("noise_ns_per_s")),
-                "gaps": int(t.get("count") or 0),
+                "gaps": None if t.get("count") is None else int(t["count"]),  # unknown: rtla top
                 "max_gap_ns": _num(t.get("max_ns")),
                 "throttled": None if thr is None else int(thr.get("count") or 0),
                 "throttled_ns": None if thr is None else _num(thr.get("total_ns")),

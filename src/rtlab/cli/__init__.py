@@ -14,12 +14,17 @@ from rtlab.cli.audit import audit
 from rtlab.cli.bench import bench_group
 from rtlab.cli.compare import compare
 from rtlab.cli.explain import explain
+from rtlab.cli.farm import farm_group
 from rtlab.cli.import_ import import_group
+from rtlab.cli.lava import lava_group
 from rtlab.cli.list_ import list_cmd
+from rtlab.cli.partition import partition_group
 from rtlab.cli.plot import plot
 from rtlab.cli.report import report
 from rtlab.cli.run import run
 from rtlab.cli.show import show
+from rtlab.cli.tune import tune_group
+from rtlab.cli.watch import watch
 from rtlab.errors import InternalError, UnsupportedError, UserError
 
 
@@ -48,6 +53,11 @@ cli.add_command(audit)
 cli.add_command(report)
 cli.add_command(plot)
 cli.add_command(bench_group)
+cli.add_command(farm_group)
+cli.add_command(tune_group)
+cli.add_command(partition_group)
+cli.add_command(watch)
+cli.add_command(lava_group)
 
 
 def _say(msg: object) -> None:

@@ -73,6 +73,15 @@ def warn_store(store: Store) -> None:
     store.warnings.clear()
 
 
+scale_option = click.option(
+    "--scale",
+    type=click.FloatRange(min=0, min_open=True, max=1e6),
+    default=1.0,
+    show_default=True,
+    help="multiply every case's loops or duration",
+)
+
+
 def output_options(f):
     f = click.option("--csv", "as_csv", is_flag=True, help="CSV on stdout")(f)
     f = click.option("--json", "as_json", is_flag=True, help="JSON on stdout")(f)

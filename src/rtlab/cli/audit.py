@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
 
+from rtlab import __version__
 from rtlab.cli._common import DURATION, console, line, lit, print_json, rich_table, visible
+from rtlab.cli._target import open_target
 from rtlab.errors import UserError
 from rtlab.system import (
     FAIL,
@@ -26,6 +29,7 @@ from rtlab.system import (
     run_audit,
 )
 from rtlab.system._capture import capture
+from rtlab.system._kconfig_fragment import kconfig_fragment, settings
 from rtlab.units import format_ns
 
 STYLE = {OK: "green", INFO: "cyan", WARN: "yellow", FAIL: "bold red"}
@@ -64,10 +68,59 @@ def _rt_cpus(text: str | None, root: Root) -> list[int] | None:
     return cpus
 
 
+def _kconfig_target(text: str) -> Path:
+    """The fragment's path, refused (one line, exit 2) before any work when it cannot be written."""
+    path = Path(text)
+    if path.is_dir():
+        raise UserError(f"--kconfig {text}: is a directory")
+    if path.exists() and not path.is_file():
+        raise UserError(f"--kconfig {text}: not a regular file")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UserError(f"--kconfig {text}: not writable")
+    parent = path.parent
+    if not parent.is_dir():
+        raise UserError(f"--kconfig {text}: no such directory {parent}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"--kconfig {text}: cannot create files in {parent}")
+    return path
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write beside PATH, then rename: readers never see half a fragment."""
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"--kconfig {path}: cannot write ({e.strerror or e})") from None
+
+
 @click.command()
 @click.option("--root", "root_dir", metavar="DIR", help="audit a captured or synthetic / tree")
 @click.option(
     "--from", "from_file", metavar="FILE", help="audit a document of `rtlab-probe sysinfo --json`"
+)
+@click.option(
+    "--target",
+    "target_spec",
+    metavar="TARGET",
+    help="audit there: ssh://[user@]host[:port], labgrid:PLACE or a named target",
+)
+@click.option(
+    "--targets",
+    "targets_path",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="where named targets are defined [default: ~/.config/rtlab/targets.toml]",
+)
+@click.option(
+    "--accept-new-host-key",
+    is_flag=True,
+    help="a target not in known_hosts yet: record its host key (a changed key is refused)",
 )
 @click.option("--json", "as_json", is_flag=True, help='JSON on stdout: {"facts", "findings"}')
 @click.option("--deadline", type=DURATION, help="latency requirement, e.g. 100us (idle states)")
@@ -78,21 +131,43 @@ def _rt_cpus(text: str | None, root: Root) -> list[int] | None:
     metavar="DIR",
     help="copy the files the audit reads into DIR (a fixture tree) instead of auditing",
 )
+@click.option(
+    "--kconfig",
+    metavar="FILE",
+    help="write a kernel config fragment for the kernel findings to FILE (- for stdout)",
+)
 def audit(
     root_dir: str | None,
     from_file: str | None,
+    target_spec: str | None,
+    targets_path: str | None,
+    accept_new_host_key: bool,
     as_json: bool,
     deadline: int | None,
     rt_cpus: str | None,
     capture_dir: str | None,
+    kconfig: str | None,
 ) -> int:
     """Check kernel, boot parameters and settings for real-time readiness.
 
     Each finding is OK, INFO, WARN or FAIL with the file and value read, the fix and why.
+    --kconfig writes the kernel findings as a fragment for scripts/kconfig/merge_config.sh.
     Exit status: 0 without FAIL findings, 1 with, 2 on bad input.
     """
-    root = _root(root_dir, from_file)
+    target = None
+    if kconfig is not None:
+        if capture_dir:
+            raise click.UsageError("--kconfig and --capture exclude each other")
+        if kconfig == "-" and as_json:
+            raise click.UsageError("--kconfig - and --json both write to standard output")
+        target = None if kconfig == "-" else _kconfig_target(kconfig)
+    if target_spec is not None and (root_dir or from_file or capture_dir):
+        raise click.UsageError("--target excludes --root, --from and --capture")
+    remote = open_target(target_spec, targets_path, accept_new_host_key)
+    root = remote.root if remote is not None else _root(root_dir, from_file)
     cpus = _rt_cpus(rt_cpus, root)
+    if cpus is None and remote is not None:
+        cpus = remote.rt_cpus  # the target's rt_cpus in targets.toml
     if capture_dir:
         if not isinstance(root, SysRoot):
             raise click.UsageError("--capture copies from a directory tree, not from --from")
@@ -101,6 +176,14 @@ def audit(
         return 0
     facts = read_facts(root, cpus)
     findings = run_audit(facts, Context(deadline_ns=deadline))
+    fragment = (
+        "" if kconfig is None else kconfig_fragment(facts, findings, root.describe(), __version__)
+    )
+    if kconfig == "-":
+        click.echo(fragment, nl=False)
+        return exit_status(findings)
+    if target is not None:
+        _write_atomic(target, fragment)
     if as_json:
         print_json(audit_document(facts, findings))
         return exit_status(findings)
@@ -126,4 +209,7 @@ def audit(
         out.print(line(f"     why: {x.why}"))
     counts = {s: sum(x.status == s for x in findings) for s in (FAIL, WARN, INFO, OK)}
     out.print("\n" + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    if target is not None:
+        n = len(settings(fragment))
+        out.print(line(f"kernel config fragment: {n} settings written to ", (str(target), "bold")))
     return exit_status(findings)

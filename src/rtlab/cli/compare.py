@@ -6,7 +6,7 @@ import math
 
 import click
 
-from rtlab.analysis import Metric, metrics, parse_fail_if
+from rtlab.analysis import Metric, metrics, p_text, parse_fail_if
 from rtlab.cli._common import (
     DURATION,
     check_exclusive,
@@ -20,6 +20,7 @@ from rtlab.cli._common import (
     rich_table,
     store_from,
 )
+from rtlab.cli._pwcet import cell, pwcet_options, resolve, title
 from rtlab.errors import UserError
 from rtlab.results import compare_records, meter_tables
 
@@ -49,8 +50,10 @@ def _metric_list(text: str) -> list[Metric]:
     "fail_if",
     multiple=True,
     metavar="EXPR",
-    help="exit 1 when a later experiment exceeds the first, e.g. 'p99>1.2x', 'max>+50us'",
+    help="exit 1 when a later experiment exceeds the first, e.g. 'p99>1.2x', 'max>+50us', "
+    "'pwcet(1e-9)>100us'",
 )
+@pwcet_options
 @results_option
 @output_options
 def compare(
@@ -58,6 +61,8 @@ def compare(
     deadline: int | None,
     metric_names: str,
     fail_if: tuple[str, ...],
+    pwcet: str | None,
+    pwcet_rate: str,
     results_dir: str,
     as_json: bool,
     as_csv: bool,
@@ -66,16 +71,18 @@ def compare(
 
     Cases match by series and case name. With raw samples on both sides, a
     Mann-Whitney rank test says whether the distributions differ. Exit 1 when a
-    --fail-if threshold is exceeded.
+    --fail-if threshold is exceeded. --pwcet P adds each side's latency exceeded with
+    probability P per activation.
     """
     check_exclusive(as_json, as_csv)
     if len(experiment_ids) < 2:
         raise click.UsageError("compare needs at least two experiments")
     wanted = _metric_list(metric_names)
-    thresholds = [parse_fail_if(expr) for expr in fail_if]
+    p, rate = resolve(pwcet, pwcet_rate)
+    thresholds = [parse_fail_if(expr, rate) for expr in fail_if]
     store = store_from(results_dir)
     recs = [store.open(i) for i in experiment_ids]
-    comp = compare_records(recs, deadline, thresholds)
+    comp = compare_records(recs, deadline, thresholds, () if p is None else (p,))
     meters = _meter_pairs(recs, deadline, comp)
     if as_json:
         print_json(
@@ -96,16 +103,27 @@ def compare(
                 item[f"{m.key}_other"] = getattr(r.other_stats, m.key)
                 item[f"{m.key}_ratio"] = r.ratios.get(m.key)
             item["p_value"] = r.rank_test.pvalue if r.rank_test else None
+            if p is not None:
+                for side, e in zip(("baseline", "other"), r.pwcet[p], strict=True):
+                    item[f"pwcet_{side}_ns"] = e.value_ns
+                    item[f"pwcet_{side}_lo_ns"] = e.lo_ns
+                    item[f"pwcet_{side}_hi_ns"] = e.hi_ns
+                    item[f"pwcet_{side}_refused"] = e.refused
             flat.append(item)
         cols = (
             ["series", "case", "baseline", "other"]
             + [f"{m.key}_{s}" for m in wanted for s in ("baseline", "other", "ratio")]
             + ["p_value"]
         )
+        if p is not None:
+            cols += [f"pwcet_{s}_{v}" for s in ("baseline", "other")
+                     for v in ("ns", "lo_ns", "hi_ns", "refused")]  # fmt: skip
         print_csv(flat, cols)
     else:
         _print_tables(comp, wanted)
         _print_meters(meters)
+        if p is not None:
+            _print_pwcet(comp, p, rate)
     if not comp.rows:
         click.echo("no matching finished cases", err=True)
     err = console(err=True)
@@ -144,6 +162,23 @@ def _print_tables(comp, wanted: list[Metric]) -> None:
                 cells.append(f"{r.rank_test.pvalue:.2g}" if r.rank_test else "-")
                 table.append(cells)
             out.print(rich_table(f"{name}: B = {side.id}", headers, table))
+
+
+def _print_pwcet(comp, p: float, rate: float) -> None:
+    out = console()
+    headers = ["B", "series", "case", f"pWCET({p_text(p)}) A", f"pWCET({p_text(p)}) B", "B/A"]
+    cells, refusals = [], []
+    for r in comp.rows:
+        a, b = r.pwcet[p]
+        ratio = b.value_ns / a.value_ns if a.value_ns and b.value_ns else None
+        cells.append([r.other, r.series, r.label, cell(a), cell(b), _ratio_cell(ratio)])
+        for side, e, exp in (("A", a, r.baseline), ("B", b, r.other)):
+            if e.refused is not None and (side == "B" or r.other == comp.sides[1].id):
+                refusals.append(f"  {r.series} / {r.label} ({side} = {exp}): refused: {e.refused}")
+    out.print(line(title(p, rate)))  # a line of its own: a table title would wrap
+    out.print(rich_table(None, headers, cells, 3))
+    for text in refusals:
+        out.print(line(text))
 
 
 def _row_key(view, row) -> tuple:

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from rtlab.cli._common import print_json, results_option, store_from, visible
+from rtlab.cli._import_probe import probe_cmd
 from rtlab.ingest import read_cyclictest, read_rtla
 from rtlab.records import CaseRecord, SeriesRecord, new_manifest
 from rtlab.resultdoc import check_document
@@ -18,7 +19,11 @@ from rtlab.system import collect_fingerprint
 
 @click.group("import")
 def import_group() -> None:
-    """Import results of other tools as experiments."""
+    """Import results of other tools, and documents made by hand with rtlab-probe, as
+    experiments."""
+
+
+import_group.add_command(probe_cmd)
 
 
 def _import_options(tool: str) -> Callable:

@@ -17,19 +17,21 @@ from rtlab.cli._common import (
     warn_store,
 )
 from rtlab.store import LISTING_COLUMNS, Store
+from rtlab.targets._farm import farm_rows
 
 
 @click.command("list")
 @results_option
 @output_options
 def list_cmd(results_dir: str, as_json: bool, as_csv: bool) -> None:
-    """List stored experiments (served from the results directory's index).
+    """List stored experiments (served from the results directory's index), and farm runs
+    (`rtlab farm run`: their cases are the targets, done when a target finished).
 
     A damaged experiment is skipped with a warning on stderr; a damaged index is rebuilt.
     """
     check_exclusive(as_json, as_csv)
     store: Store = store_from(results_dir)
-    rows = store.listing()
+    rows = sorted(store.listing() + farm_rows(store), key=lambda r: (r["created_utc"], r["id"]))
     warn_store(store)
     if as_json:
         print_json(rows)

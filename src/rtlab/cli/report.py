@@ -15,8 +15,10 @@ from rtlab.cli._common import (
     verdict,
     visible,
 )
+from rtlab.cli._pwcet import pwcet_options, resolve
 from rtlab.errors import UserError
 from rtlab.store import ExperimentRecord
+from rtlab.targets._farm import open_experiments
 
 LEVELS_HINT = "--load-levels"
 
@@ -63,6 +65,7 @@ def default_path(recs: list[ExperimentRecord], results_dir: str) -> Path:
 )
 @click.option("--loads", "old_levels", hidden=True)
 @click.option("--json", "as_json", is_flag=True, help="JSON on stdout: the files written")
+@pwcet_options
 @results_option
 def report(
     experiment_ids: tuple[str, ...],
@@ -71,9 +74,12 @@ def report(
     levels: str,
     old_levels: str | None,
     as_json: bool,
+    pwcet: str | None,
+    pwcet_rate: str,
     results_dir: str,
 ) -> int:
-    """Write the HTML report of EXPERIMENT_IDS (the first is the comparison baseline).
+    """Write the HTML report of EXPERIMENT_IDS (the first is the comparison baseline); the
+    id of a farm run (`rtlab farm run`) stands for its boards' experiments.
 
     Verdict against the deadline, system and parameters, box plots against load,
     histograms, exceedance and latency-over-time plots, tables (each also as a CSV
@@ -84,12 +90,18 @@ def report(
     from rtlab.report import write_report
 
     load_levels = parse_loads(old_levels or levels)
+    pwcet_p, rate = resolve(pwcet, pwcet_rate)
     store = store_from(results_dir)
-    recs = [store.open(i) for i in experiment_ids]
+    recs, farm = open_experiments(store, list(experiment_ids))  # a farm run: its boards
     if len({r.id for r in recs}) < len(recs):
         raise UserError("an experiment is named twice")
-    path = Path(output) if output else default_path(recs, results_dir)
-    result = write_report(recs, path, deadline_ns=deadline, loads=load_levels)
+    if output:
+        path = Path(output)
+    else:
+        path = farm.path / "report.html" if farm else default_path(recs, results_dir)
+    result = write_report(
+        recs, path, deadline_ns=deadline, loads=load_levels, pwcet_p=pwcet_p, rate_hz=rate
+    )
     status, lines = 0, []
     for e in result.experiments:
         code, text = verdict(e.verdict_rows(), e.deadline_ns)

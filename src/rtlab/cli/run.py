@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
@@ -18,18 +19,22 @@ from rtlab.cli._common import (
     line,
     print_json,
     results_option,
+    scale_option,
     store_from,
     verdict,
     visible,
     warn_store,
 )
+from rtlab.cli._target import open_target, resume_target, target_options
+from rtlab.cli._tuned import tuned as tuned_run
 from rtlab.errors import UserError
 from rtlab.experiment import load_experiment, preset_names, validate_with_probe
 from rtlab.probe import check_args, find_probe
 from rtlab.records import CaseRecord
 from rtlab.results import effective_deadline, stats_rows
 from rtlab.runner import Display, new_record, run_cases
-from rtlab.store import ExperimentRecord
+from rtlab.store import ExperimentRecord, write_json_atomic
+from rtlab.tune._partition_use import partition_runner, place_cases
 from rtlab.units import format_ns
 
 THROUGHPUT = "throughput"
@@ -138,13 +143,7 @@ class PlainDisplay(Display):
 
 @click.command()
 @click.argument("experiment", required=False)
-@click.option(
-    "--scale",
-    type=click.FloatRange(min=0, min_open=True, max=1e6),
-    default=1.0,
-    show_default=True,
-    help="multiply every case's loops or duration",
-)
+@scale_option
 @click.option(
     "--deadline", type=DURATION, help="latency requirement, e.g. 100us; exit 1 if exceeded"
 )
@@ -156,6 +155,19 @@ class PlainDisplay(Display):
     help="trace the measured CPUs and explain samples above DUR (see `rtlab explain`)",
 )
 @click.option("--resume", "resume_id", metavar="ID", help="continue an interrupted experiment")
+@click.option(
+    "--tuned",
+    is_flag=True,
+    help="apply `rtlab tune` for the run and reset it afterwards (also on ^C and errors)",
+)
+@click.option(
+    "--partition",
+    is_flag=False,
+    flag_value="rt",
+    metavar="[NAME]",
+    help="measure in `rtlab partition` NAME (default rt): every case on its real-time CPUs",
+)
+@target_options
 @results_option
 @click.option("--out", "out_dir", hidden=True, type=click.Path(file_okay=False))
 @click.option(
@@ -171,6 +183,12 @@ def run(
     raw: bool,
     explain: int | None,
     resume_id: str | None,
+    tuned: bool,
+    partition: str | None,
+    target: str | None,
+    targets_path: str | None,
+    accept_new_host_key: bool,
+    farm_id: str | None,
     results_dir: str,
     out_dir: str | None,
     check_only: bool,
@@ -189,33 +207,55 @@ def run(
     if resume_id:
         if experiment:
             raise click.UsageError("give an EXPERIMENT or --resume ID, not both")
+        if tuned:
+            raise click.UsageError("--tuned applies to a new run, not to --resume")
+        if partition:
+            raise click.UsageError("--partition: resumed cases keep the partition they had")
         rec = store.open(resume_id)
         if rec.complete:
             click.echo(f"{visible(rec.id)} is already complete", err=True)
             return _finish(rec, deadline, as_json, None, 0)
+        remote = resume_target(rec, target, accept_new_host_key)
     else:
+        if not experiment and partition:
+            raise click.UsageError("missing EXPERIMENT (put it before --partition [NAME])")
         if not experiment:
             raise click.UsageError(f"missing EXPERIMENT (presets: {', '.join(preset_names())})")
         if experiment == THROUGHPUT and not Path(experiment).exists():
             # the throughput suite runs workloads, not probe cases: `rtlab bench throughput`
             from rtlab.cli.bench import throughput_cmd
 
+            if target:
+                raise click.UsageError("--target: the throughput suite runs on this system only")
+
             return click.get_current_context().invoke(
                 throughput_cmd, scale=scale, results_dir=out_dir or results_dir, as_json=as_json
             )
-        exp = load_experiment(experiment, scale)
+        if target and (tuned or partition):
+            raise click.UsageError("--tuned and --partition act on this system, not on --target")
+        remote = open_target(target, targets_path, accept_new_host_key, farm_id)
+        if remote is not None:  # the target's probe and CPUs, and its probe checks the cases
+            exp = load_experiment(experiment, scale, remote.root, remote.catalog)
+        else:
+            exp = load_experiment(experiment, scale)
         if deadline is not None:
             exp.deadline_ns = deadline
         if explain is not None:
             _explain_cases(exp, explain)
-        probe = find_probe()
-        validate_with_probe(exp, lambda args: check_args(args, probe))
+        probe = find_probe() if remote is None else None
+        validate_with_probe(exp, remote.checker(exp) if remote else lambda a: check_args(a, probe))
+        if remote is None:  # this system's partitions are not the target's
+            place_cases(exp.cases, partition, exp.notes)
         if check_only:
             _print_check(exp, as_json)
             return 0
-        rec = new_record(store, exp, raw)
-    display = RichDisplay() if sys.stderr.isatty() else PlainDisplay()
-    result = run_cases(store, rec, display)
+    with tuned_run(exp) if tuned else nullcontext(None) as tuning:
+        if not resume_id:
+            rec = new_record(store, exp, raw, tuning=tuning, target=remote)
+        display = RichDisplay() if sys.stderr.isatty() else PlainDisplay()
+        result = run_cases(store, rec, display, remote or partition_runner(rec.cases))
+    if tuning is not None:
+        write_json_atomic(rec.path / "tuning.json", tuning)  # with how the reset went
     warn_store(store)
     if result.interrupted:
         click.echo(

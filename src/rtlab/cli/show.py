@@ -22,9 +22,20 @@ from rtlab.cli._common import (
     store_from,
     verdict,
 )
+from rtlab.cli._pwcet import (
+    CSV_FIELDS,
+    cell,
+    csv_fields,
+    method_text,
+    pwcet_options,
+    resolve,
+    title,
+    to_json,
+)
 from rtlab.results import (
     all_case_stats,
     by_series,
+    case_tail,
     effective_deadline,
     meter_tables,
     setup_label,
@@ -41,20 +52,37 @@ SHOWN = [METRICS[k] for k in (*TABLE_METRICS, *TABLE_COUNTS)]
 @click.option(
     "--deadline", type=DURATION, help="count samples above this, e.g. 100us; exit 1 if exceeded"
 )
+@pwcet_options
 @results_option
 @output_options
 def show(
-    experiment_id: str, deadline: int | None, results_dir: str, as_json: bool, as_csv: bool
+    experiment_id: str,
+    deadline: int | None,
+    pwcet: str | None,
+    pwcet_rate: str,
+    results_dir: str,
+    as_json: bool,
+    as_csv: bool,
 ) -> int:
     """Statistics of EXPERIMENT_ID: a table per series, one row per swept value.
 
     With a deadline (--deadline, or the experiment's own) the verdict is FAIL, and the
-    exit status 1, when any case's maximum exceeds it.
+    exit status 1, when any case's maximum exceeds it. With --pwcet P, each case's
+    latency exceeded with probability P per activation, or why it has none.
     """
     check_exclusive(as_json, as_csv)
+    p, rate = resolve(pwcet, pwcet_rate)
     rec = store_from(results_dir).open(experiment_id)
     stats = all_case_stats(rec, deadline)
     rows = stats_rows(rec, deadline, stats)
+    estimates = {}
+    if p is not None:
+        cases = {c.index: c for c in rec.done_cases}
+        for row in rows:
+            est = case_tail(rec, cases[row["index"]]).estimate(p)
+            estimates[row["index"]] = est
+            row["pwcet"] = to_json(est, rate)
+            row.update(csv_fields(est))
     dl = effective_deadline(rec, deadline)
     status, verdict_line = verdict(rows, dl)
     views = meter_tables(rec, deadline, stats)
@@ -74,7 +102,7 @@ def show(
         )
         return status
     if as_csv:
-        print_csv(rows, CSV_COLUMNS)
+        print_csv(rows, CSV_COLUMNS + (CSV_FIELDS if p is not None else []))
         return status
     out = console()
     pending = sum(not c.done for c in rec.cases)
@@ -98,6 +126,8 @@ def show(
         table_rows = [[r["label"]] + [fmt(r.get(m.key), m.duration) for m in SHOWN] for r in srows]
         out.print(rich_table(series, headers, table_rows))
     print_views(out, views)
+    if p is not None:
+        _print_pwcet(out, rows, estimates, p, rate)
     if any(r["count"] and r["median"] is None for r in rows):
         out.print("percentiles unavailable for cases imported without a histogram")
     if rows and not all(r["exact"] for r in rows if r["median"] is not None):
@@ -110,6 +140,18 @@ def show(
     if verdict_line is not None:
         out.print(verdict_line)
     return status
+
+
+def _print_pwcet(out, rows, estimates, p: float, rate: float) -> None:
+    table = [
+        [r["series"], r["label"], cell(e := estimates[r["index"]]), method_text(e)] for r in rows
+    ]
+    out.print(line(title(p, rate)))  # a line of its own: a table title would wrap
+    out.print(rich_table(None, ["series", "case", "pWCET [interval]", "method"], table, 2))
+    for r in rows:
+        e = estimates[r["index"]]
+        if e.refused is not None:
+            out.print(line(f"  {r['series']} / {r['label']}: refused: {e.refused}"))
 
 
 def _num(value, digits: str = ",.0f") -> str:

@@ -12,10 +12,25 @@ from typing import Any
 
 import numpy as np
 
-from rtlab.analysis import CaseStats, Histogram, MeterView, bucket_index, explanation
+from rtlab.analysis import (
+    DEFAULT_RATE_HZ,
+    CaseStats,
+    Histogram,
+    MeterView,
+    TailFit,
+    bucket_index,
+    explanation,
+)
 from rtlab.errors import UserError
 from rtlab.records import CaseRecord
-from rtlab.results import case_samples, case_stats, effective_deadline, setup_labels, view_rows
+from rtlab.results import (
+    case_samples,
+    case_stats,
+    case_tail,
+    effective_deadline,
+    setup_labels,
+    view_rows,
+)
 from rtlab.store import ExperimentRecord
 
 #: Outlier dots drawn per box at most (a log axis cannot show more apart).
@@ -57,6 +72,7 @@ class CaseData:
     meter_view: tuple[MeterView, list[dict[str, Any]]] | None = None  # see analysis.VIEWS
     explain: dict[str, Any] | None = None  # the probe's --explain: None when not asked
     spikes: list[dict[str, Any]] = field(default_factory=list)  # late samples, worst first
+    tail: TailFit | None = None  # the pWCET fit: with a deadline or --pwcet, else None
 
     @property
     def series(self) -> str:
@@ -101,6 +117,8 @@ class ExperimentData:
     pending: list[CaseRecord]  # cases not finished (status other than done)
     audit: dict[str, Any] | None = None
     cut_short: list[CaseData] = field(default_factory=list)  # documents marked incomplete
+    pwcet_p: float | None = None  # the probability asked for (report --pwcet)
+    rate_hz: float = DEFAULT_RATE_HZ  # activations per second for "once per ..."
 
     @property
     def id(self) -> str:
@@ -203,8 +221,14 @@ def _hist_outliers(
     return dots, note
 
 
-def _case(rec: ExperimentRecord, case: CaseRecord, deadline_ns: int | None) -> CaseData:
-    doc = rec.document(case)
+def _case(
+    rec: ExperimentRecord,
+    case: CaseRecord,
+    deadline_ns: int | None,
+    tails: bool = False,
+    doc: dict[str, Any] | None = None,
+) -> CaseData:
+    doc = rec.document(case) if doc is None else doc
     st = case_stats(rec, case, deadline_ns, doc)
     threads = [_thread(t) for t in doc.get("threads") or []]
     hist = Histogram.merge(t.hist for t in threads)
@@ -231,6 +255,7 @@ def _case(rec: ExperimentRecord, case: CaseRecord, deadline_ns: int | None) -> C
         meter_view=view_rows(case, doc, st),
         explain=explain,
         spikes=spikes,
+        tail=case_tail(rec, case) if tails and st.count else None,
     )
 
 
@@ -256,10 +281,17 @@ def load_audit(path: Path) -> dict[str, Any] | None:
     return {"facts": facts if isinstance(facts, dict) else {}, "findings": [x for _, x in ordered]}
 
 
-def collect(recs: list[ExperimentRecord], deadline_ns: int | None = None) -> list[ExperimentData]:
+def collect(
+    recs: list[ExperimentRecord],
+    deadline_ns: int | None = None,
+    pwcet_p: float | None = None,
+    rate_hz: float = DEFAULT_RATE_HZ,
+) -> list[ExperimentData]:
     """Everything a report or a plot needs from RECS, read once.
 
-    ``deadline_ns`` None takes each experiment's own deadline (given at run time).
+    ``deadline_ns`` None takes each experiment's own deadline (given at run time). With
+    ``pwcet_p``, or a deadline in effect and raw samples in some case of the experiment,
+    each case's tail is fitted (pWCET) for the verdict and the exceedance plot.
     """
     labels = setup_labels(recs) if len(recs) > 1 else [recs[0].id] if recs else []
     out = []
@@ -267,6 +299,9 @@ def collect(recs: list[ExperimentRecord], deadline_ns: int | None = None) -> lis
         dl = effective_deadline(rec, deadline_ns)
         series: dict[str, SeriesData] = {}
         pending = []
+        docs = {c.index: rec.document(c) for c in rec.done_cases}
+        raw = any(t.get("raw_file") for d in docs.values() for t in d.get("threads") or [])
+        tails = pwcet_p is not None or (dl is not None and raw)
         for case in rec.cases:
             if case.series not in series:
                 m = rec.series_record(case.series)
@@ -276,7 +311,7 @@ def collect(recs: list[ExperimentRecord], deadline_ns: int | None = None) -> lis
             if not case.done:
                 pending.append(case)
                 continue
-            series[case.series].cases.append(_case(rec, case, dl))
+            series[case.series].cases.append(_case(rec, case, dl, tails, docs[case.index]))
         data = ExperimentData(
             rec=rec,
             setup=label,
@@ -285,6 +320,8 @@ def collect(recs: list[ExperimentRecord], deadline_ns: int | None = None) -> lis
             series=list(series.values()),
             pending=pending,
             audit=load_audit(rec.path),
+            pwcet_p=pwcet_p,
+            rate_hz=rate_hz,
         )
         data.cut_short = [c for c in data.cases() if not c.complete]
         out.append(data)

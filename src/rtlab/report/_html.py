@@ -14,6 +14,7 @@ from typing import Any
 
 from rtlab import __version__
 from rtlab.errors import UserError
+from rtlab.report import _pwcet
 from rtlab.report._comparison import comparison_tables
 from rtlab.report._data import ExperimentData, collect
 from rtlab.report._spikes import TITLE as SPIKES_TITLE
@@ -108,6 +109,11 @@ def _headline(exps: list[ExperimentData]) -> dict[str, Any]:
             f"{format_ns(tight['margin_ns'])} ({tight['series']}, worst max "
             f"{format_ns(tight['max_ns'])} at {tight['max_case']})."
         )
+    rates = {e.id: e.rate_hz for e in exps}
+    for v in judged:  # the probabilistic side of the verdict (pWCET), when fitted
+        text = _pwcet.headline(v, rates[v["experiment"]])
+        if text is not None:
+            lines.append((f"{v['setup']}: " if len(exps) > 1 else "") + text)
     for e in exps:
         if e.pending:
             lines.append(
@@ -295,11 +301,16 @@ def write_report(
     path: str | Path,
     deadline_ns: int | None = None,
     loads: Sequence[int] = DEFAULT_LOADS,
+    pwcet_p: float | None = None,
+    rate_hz: float | None = None,
 ) -> Report:
     """Write the HTML report of RECORDS to PATH and every table as PATH-stem.NAME.csv.
 
-    ``deadline_ns`` None uses each experiment's own deadline. All files appear together
-    (written to temporary names first, then renamed); on error none is left behind.
+    ``deadline_ns`` None uses each experiment's own deadline. With a deadline or
+    ``pwcet_p``, cases with raw samples get a pWCET fit: P(latency > deadline) in the
+    verdict, the fitted tail in the exceedance plot (down to ``pwcet_p``, default 1e-9).
+    All files appear together (written to temporary names first, then renamed); on error
+    none is left behind.
     """
     if not records:
         raise UserError("a report needs at least one experiment")
@@ -308,10 +319,16 @@ def write_report(
         raise UserError(f"{path}: the report is an HTML file (.html)")
     if not path.parent.is_dir():
         raise UserError(f"{path.parent}: no such directory")
+    reuse = all(isinstance(r, ExperimentData) for r in records) and deadline_ns is None
     exps = (
         list(records)
-        if all(isinstance(r, ExperimentData) for r in records) and deadline_ns is None
-        else collect([r.rec if isinstance(r, ExperimentData) else r for r in records], deadline_ns)
+        if reuse and pwcet_p is None and rate_hz is None
+        else collect(
+            [r.rec if isinstance(r, ExperimentData) else r for r in records],
+            deadline_ns,
+            pwcet_p,
+            **({} if rate_hz is None else {"rate_hz": rate_hz}),
+        )
     )
     sections = build_sections(exps, loads)  # type: ignore[arg-type]
     tables = [t for s in sections for t in s.tables]

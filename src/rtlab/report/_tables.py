@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rtlab.analysis import EXPORT_METRICS, METRICS, TABLE_COUNTS, TABLE_METRICS
+from rtlab.report import _pwcet
 from rtlab.report._data import ExperimentData
 from rtlab.report._style import case_title
 from rtlab.units import format_ns
@@ -93,6 +94,7 @@ def series_verdicts(exps: list[ExperimentData]) -> list[dict[str, Any]]:
                 "p999_verdict": None,
                 "p999_margin_ns": None,
                 "misses": None,
+                **dict.fromkeys(_pwcet.FIELDS),
             }
             if dl is not None:
                 row["verdict"] = "PASS" if wmax.stats.max <= dl else "FAIL"
@@ -100,6 +102,7 @@ def series_verdicts(exps: list[ExperimentData]) -> list[dict[str, Any]]:
                 row["p999_verdict"] = "PASS" if wp.stats.p999 <= dl else "FAIL"
                 row["p999_margin_ns"] = dl - wp.stats.p999
                 row["misses"] = sum(c.stats.deadline_misses or 0 for c in live)
+                row.update(_pwcet.series_exceedance(live, dl))
             out.append(row)
     return out
 
@@ -112,11 +115,13 @@ def _margin(ns: float | None) -> str:
 
 def verdict_table(exps: list[ExperimentData]) -> Table:
     many = len(exps) > 1
+    fitted = any(c.tail is not None for e in exps for c in e.cases())
     t = Table(
         "verdict",
         "Verdict per series",
         (["setup"] if many else [])
-        + ["series", "cases", "worst max", "worst p99.9", "deadline", "max", "p99.9", "misses"],
+        + ["series", "cases", "worst max", "worst p99.9", "deadline", "max", "p99.9", "misses"]
+        + (["P(> deadline) per activation"] if fitted else []),
         csv_columns=[
             "experiment",
             "setup",
@@ -133,8 +138,10 @@ def verdict_table(exps: list[ExperimentData]) -> Table:
             "p999_verdict",
             "p999_margin_ns",
             "misses",
+            *(_pwcet.FIELDS if fitted else ()),
         ],
     )
+    rates = {e.id: e.rate_hz for e in exps}
     for v in series_verdicts(exps):
         cases = str(v["cases"]) + (f" ({v['pending']} not run)" if v["pending"] else "")
         t.rows.append(
@@ -149,6 +156,7 @@ def verdict_table(exps: list[ExperimentData]) -> Table:
                 f"{v['p999_verdict']} {_margin(v['p999_margin_ns'])}" if v["p999_verdict"] else "-",
                 "-" if v["misses"] is None else str(v["misses"]),
             ]
+            + ([_pwcet.cell(v, rates[v["experiment"]])] if fitted else [])
         )
         t.row_class.append((v["verdict"] or "none").lower())
         t.csv_rows.append(v)

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.lines import Line2D
 
+from rtlab.analysis import p_text
+from rtlab.report import _pwcet
 from rtlab.report._data import CaseData, ExperimentData
 from rtlab.report._style import (
     DEADLINE_COLOUR,
@@ -48,9 +50,15 @@ def exceedance_plot(
     exps: Sequence[ExperimentData | ExperimentRecord],
     series: str | None = None,
     deadline_ns: int | None = None,
+    pwcet_p: float | None = None,
 ) -> Plot:
-    """1 - CDF on log-log axes, every case of a series overlaid; one panel per experiment."""
+    """1 - CDF on log-log axes, every case of a series overlaid; one panel per experiment.
+
+    Cases with a pWCET fit (collected with a deadline or a probability) also get the
+    fitted tail (dashed) and its confidence band, down to PWCET_P (else the probability
+    the experiments were collected with, else 1e-9)."""
     data = _data(exps)
+    p_end = pwcet_p or next((e.pwcet_p for e in data if e.pwcet_p), None) or _pwcet.DEFAULT_P
     name = series or _series_names(data, None)[0]
     _series_names(data, name)
     dl = _deadline_ns(data, deadline_ns)
@@ -64,7 +72,7 @@ def exceedance_plot(
         fig = grid.figure()
         axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
         lo, hi, floor = math.inf, 0.0, 1.0
-        alt = []
+        alt, fitted = [], []
         for ax, (e, s) in zip(axes.flat, panels, strict=False):
             styles = _case_styles(len(s.cases))
             for c, st in zip(s.cases, styles, strict=True):
@@ -90,6 +98,18 @@ def exceedance_plot(
                 )
                 lo, hi = min(lo, x[0] / 1000.0), max(hi, x[-1] / 1000.0)
                 floor = min(floor, float(y[-1]))
+                curve = _pwcet.fitted_curve(c.tail, p_end)
+                if curve is not None:
+                    ax.plot(curve["x"] / 1000.0, curve["p"], color=st["color"],
+                            linestyle=st["linestyle"], linewidth=0.7)  # fmt: skip
+                    ax.fill_betweenx(curve["band_p"], curve["lo"] / 1000.0, curve["hi"] / 1000.0,
+                                     color=st["color"], alpha=0.15, linewidth=0)  # fmt: skip
+                    hi = max(hi, float(np.nanmax(curve["hi"])) / 1000.0)
+                    floor = min(floor, p_end)
+                    fitted.append(
+                        f"{case_title(s, c)}: {format_ns(curve['value'])} at {p_text(p_end)} "
+                        f"[{format_ns(curve['value_lo'])}, {format_ns(curve['value_hi'])}]"
+                    )
             if dl is not None:
                 ax.axvline(_us(dl), color=DEADLINE_COLOUR, linestyle="--", linewidth=1.0)
                 hi = max(hi, _us(dl))
@@ -113,6 +133,8 @@ def exceedance_plot(
         for row in axes:
             row[0].set_ylabel("P(latency ≥ x)  (1 − CDF)")
         seen: dict[str, Line2D] = {}  # one legend: line style and end marker per case
+        if fitted:
+            seen["fitted tail (thin), 90 % band"] = Line2D([], [], color="#606060", linewidth=0.7)
         for _, s in panels:
             for c, st in zip(s.cases, _case_styles(len(s.cases)), strict=True):
                 seen.setdefault(
@@ -137,6 +159,14 @@ def exceedance_plot(
         + ". "
         + "; ".join(alt)
         + "."
+        + (
+            f" Dashed curves with shaded bands are the fitted extreme-value tails (pWCET) down "
+            f"to {p_text(p_end)} per activation with their 90 % intervals: "
+            + "; ".join(fitted)
+            + "."
+            if fitted
+            else ""
+        )
     )
     return Plot(fig, f"Exceedance (1 − CDF): {name}", text)
 

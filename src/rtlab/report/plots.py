@@ -55,15 +55,17 @@ def figure_for(
     series: str | None = None,
     deadline_ns: int | None = None,
     case: str | None = None,
+    pwcet_p: float | None = None,
 ) -> Plot:
-    """The plot of KIND (one of `KINDS`) for the given experiments."""
+    """The plot of KIND (one of `KINDS`) for the given experiments (PWCET_P: how far the
+    exceedance plot draws fitted tails)."""
     data = _data(exps)
     if kind == "box":
         return box_plot(data, series, deadline_ns)
     if kind == "hist":
         return histogram_plot(data[0], series, deadline_ns, case)
     if kind == "exceedance":
-        return exceedance_plot(data, series, deadline_ns)
+        return exceedance_plot(data, series, deadline_ns, pwcet_p)
     if kind == "timeline":
         return timeline_plot(data, series, deadline_ns)
     raise UserError(f"unknown plot kind {kind!r} (one of {', '.join(KINDS)})")

@@ -25,6 +25,7 @@ from rtlab.system._root import (
     SnapshotRoot,
     SysRoot,
     load_snapshot,
+    snapshot_from_document,
 )
 
 __all__ = [
@@ -58,5 +59,6 @@ __all__ = [
     "preempt_model",
     "read_facts",
     "run_audit",
+    "snapshot_from_document",
     "split_cmdline",
 ]

@@ -46,6 +46,10 @@ class Check:
     def available(self, f: Facts) -> bool:
         return True
 
+    def missing_for(self, f: Facts) -> str:
+        """Why the check cannot judge this system (the evidence of its INFO finding)."""
+        return self.missing
+
     def read(self, f: Facts) -> tuple[Any, str]:
         raise NotImplementedError
 
@@ -54,7 +58,9 @@ class Check:
 
     def run(self, f: Facts, ctx: Context) -> Finding:
         if not self.available(f):
-            return Finding(self.id, INFO, self.title, self.missing, self.missing_fix, self.why)
+            return Finding(
+                self.id, INFO, self.title, self.missing_for(f), self.missing_fix, self.why
+            )
         value, evidence = self.read(f)
         status, fix = self.advice(value, f, ctx)
         return Finding(self.id, status, self.title, evidence, "" if status == OK else fix, self.why)
@@ -70,6 +76,20 @@ def cpus(values: list[int] | set[int] | None) -> str:
 def rt_explicit(f: Facts) -> bool:
     """True when the real-time CPUs are known (isolated or given), not just every CPU."""
     return f.rt_cpus_source != "" and not f.rt_cpus_source.startswith("all online")
+
+
+def every_cpu(f: Facts) -> list[int]:
+    """The CPUs a per-CPU check judges: the real-time ones, else every CPU the facts know of."""
+    if f.rt_cpus:
+        return f.rt_cpus
+    known = {*f.governors, *f.idle_states, *f.thread_siblings}
+    return sorted(set(f.cpus_online) | {int(c) for c in known if c.isdigit()})
+
+
+def cpu_scope(f: Facts) -> str:
+    """ "CPUs 3" or "CPUs 0-3 (all online: ...)" for evidence that names the CPUs judged."""
+    text = f"CPUs {cpus(every_cpu(f))}"
+    return text if rt_explicit(f) else f"{text} (all online: no real-time CPUs isolated or given)"
 
 
 def housekeeping(f: Facts) -> list[int]:

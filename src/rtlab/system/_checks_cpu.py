@@ -6,12 +6,13 @@ from typing import Any
 
 from rtlab.system._audit import (
     FAIL,
-    INFO,
     OK,
     WARN,
     Check,
     Context,
+    cpu_scope,
     cpus,
+    every_cpu,
     hexmask,
     housekeeping,
     rt_explicit,
@@ -33,13 +34,17 @@ class Smt(Check):
         return f.smt_active is not None
 
     def read(self, f: Facts) -> tuple[Any, str]:
-        return f.smt_active, f"{CPU}/smt/active: {int(bool(f.smt_active))}"
+        pairs = sorted({tuple(s) for s in f.thread_siblings.values() if len(s) > 1})
+        ev = f"{CPU}/smt/active: {int(bool(f.smt_active))}"
+        if pairs:
+            ev += "; siblings " + " ".join(cpus(list(p)) for p in pairs)
+        return f.smt_active, ev
 
     def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
+        # Every CPU is affected, so no real-time CPU given still means a warning.
         if not value:
             return OK, ""
-        fix = "boot with nosmt (or echo off > /sys/devices/system/cpu/smt/control)"
-        return (WARN, fix) if rt_explicit(f) else (INFO, fix)
+        return WARN, "boot with nosmt (or echo off > /sys/devices/system/cpu/smt/control)"
 
 
 class SmtSiblingIsolated(Check):
@@ -76,9 +81,9 @@ class Governor(Check):
         return bool(f.governors)
 
     def read(self, f: Facts) -> tuple[Any, str]:
-        govs = {c: f.governors.get(str(c)) for c in f.rt_cpus if str(c) in f.governors}
+        govs = {c: f.governors.get(str(c)) for c in every_cpu(f) if str(c) in f.governors}
         text = ", ".join(f"cpu{c}={g}" for c, g in govs.items())
-        return govs, f"{CPU}/cpuN/cpufreq/scaling_governor: {text}"
+        return govs, f"{CPU}/cpuN/cpufreq/scaling_governor on {cpu_scope(f)}: {text}"
 
     def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
         slow = [c for c, g in value.items() if g != "performance"]
@@ -97,17 +102,17 @@ class IdleExitLatency(Check):
     missing = "no cpuidle states (no cpuidle driver)"
 
     def available(self, f: Facts) -> bool:
-        return any(str(c) in f.idle_states for c in f.rt_cpus)
+        return any(str(c) in f.idle_states for c in every_cpu(f))
 
     def read(self, f: Facts) -> tuple[Any, str]:
         enabled: list[tuple[int, str, int]] = []  # (cpu, "stateK/NAME", exit latency us)
-        for c in f.rt_cpus:
+        for c in every_cpu(f):
             for s in f.idle_states.get(str(c), []):
                 if not s["disabled"]:
                     enabled.append((c, f"{s['state']}/{s['name']}", s["latency_us"] or 0))
         kinds = sorted({(lat, s.split("/")[1]) for _, s, lat in enabled})
         text = ", ".join(f"{name} {lat} us" for lat, name in kinds) or "none enabled"
-        return enabled, f"{CPU}/cpuN/cpuidle/stateK/latency on CPUs {cpus(f.rt_cpus)}: {text}"
+        return enabled, f"{CPU}/cpuN/cpuidle/stateK/latency on {cpu_scope(f)}: {text}"
 
     def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
         limit_us = ctx.deadline_ns / 1000 if ctx.deadline_ns else DEFAULT_IDLE_LIMIT_US
@@ -169,6 +174,9 @@ class DefaultIrqAffinity(Check):
 
     def available(self, f: Facts) -> bool:
         return rt_explicit(f) and f.default_irq_affinity is not None
+
+    def missing_for(self, f: Facts) -> str:
+        return "/proc/irq/default_smp_affinity not readable" if rt_explicit(f) else NOT_EXPLICIT
 
     def read(self, f: Facts) -> tuple[Any, str]:
         v = f.default_irq_affinity or []
@@ -242,6 +250,10 @@ class _MaskCheck(Check):
 
     def available(self, f: Facts) -> bool:
         return rt_explicit(f) and getattr(f, self.attr) is not None
+
+    def missing_for(self, f: Facts) -> str:
+        # Isolated or given CPUs but no mask file: say so, not "no real-time CPUs".
+        return f"{self.path} not readable" if rt_explicit(f) else NOT_EXPLICIT
 
     def read(self, f: Facts) -> tuple[Any, str]:
         v = getattr(f, self.attr) or []

@@ -16,6 +16,7 @@ from rtlab.system._audit import (
     rt_explicit,
 )
 from rtlab.system._facts import Facts
+from rtlab.system._kconfig_debug import BY_SYMBOL
 
 CMDLINE = "/proc/cmdline"
 TIMER_LIST = "/proc/timer_list"
@@ -75,29 +76,47 @@ class PreemptModel(Check):
         return FAIL, rt
 
 
+def _with_notes(f: Facts, opts: list[str]) -> str:
+    """ "CONFIG_<A>=y, CONFIG_<B>=y (kmemleak=on ...)" or "none set"."""
+    notes = f.debug_options_notes
+    return ", ".join(o + "=y" + (f" ({notes[o]})" if o in notes else "") for o in opts) or (
+        "none set"
+    )
+
+
 class DebugOptions(Check):
     id = "kernel.debug_options"
     title = "No latency-adding debug options in the kernel"
-    why = "Debug options like KMEMLEAK, LOCKDEP and KASAN add work to every allocation or lock."
+    why = (
+        "Lock debugging, sanitizers and allocation tracking (LOCKDEP, KASAN, DEBUG_KMEMLEAK) "
+        "add work to every lock, access or allocation."
+    )
     missing = "kernel configuration not readable"
 
     def available(self, f: Facts) -> bool:
         return f.config_source is not None
 
     def read(self, f: Facts) -> tuple[Any, str]:
-        opts = f.debug_options
-        return opts, f"{f.config_source}: " + (", ".join(f"{o}=y" for o in opts) or "none set")
+        ev = f"{f.config_source}: {_with_notes(f, f.debug_options)}"
+        if off := f.debug_options_off:
+            ev += "; built in but off: " + ", ".join(f"{o} ({w})" for o, w in off.items())
+        return f.debug_options, ev
 
     def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
         if not value:
             return OK, ""
-        return FAIL, "rebuild without " + ", ".join(value) + " for a production kernel"
+        fix = "rebuild without " + ", ".join(value) + " for a production kernel"
+        boot = [BY_SYMBOL[o].boot_off for o in value if BY_SYMBOL[o].boot_off]
+        return FAIL, fix + (f"; until then boot with {' '.join(boot)}" if boot else "")
 
 
 class LatencyTracers(Check):
     id = "kernel.latency_tracers"
-    title = "No irqsoff/preemptoff tracers built in"
-    why = "IRQSOFF_TRACER and PREEMPT_TRACER hook every interrupt and preemption toggle, even idle."
+    title = "No always-on tracer hooks built in"
+    why = (
+        "IRQSOFF_TRACER and PREEMPT_TRACER hook every interrupt and preemption toggle, "
+        "a FUNCTION_TRACER without DYNAMIC_FTRACE every call, even with no tracer running."
+    )
     missing = "kernel configuration not readable"
 
     def available(self, f: Facts) -> bool:
@@ -105,12 +124,15 @@ class LatencyTracers(Check):
 
     def read(self, f: Facts) -> tuple[Any, str]:
         opts = f.latency_tracer_options
-        return opts, f"{f.config_source}: " + (", ".join(f"{o}=y" for o in opts) or "none set")
+        return opts, f"{f.config_source}: {_with_notes(f, opts)}"
 
     def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
         if not value:
             return OK, ""
-        return WARN, "keep " + ", ".join(value) + " for a debug kernel; disable them in production"
+        fix = "keep " + ", ".join(value) + " for a debug kernel; disable them in production"
+        if "CONFIG_FUNCTION_TRACER" in value:
+            fix += " (or build CONFIG_FUNCTION_TRACER with CONFIG_DYNAMIC_FTRACE=y)"
+        return WARN, fix
 
 
 class RtGroupSched(Check):
@@ -124,7 +146,18 @@ class RtGroupSched(Check):
 
     def read(self, f: Facts) -> tuple[Any, str]:
         v = f.config.get("CONFIG_RT_GROUP_SCHED", "not set")
-        return v == "y", f"{f.config_source}: CONFIG_RT_GROUP_SCHED={v}"
+        ev = f"{f.config_source}: CONFIG_RT_GROUP_SCHED={v}"
+        if v != "y":
+            return False, ev
+        # init/Kconfig RT_GROUP_SCHED_DEFAULT_DISABLED; kernel/sched/core.c rt_group_sched=0|1.
+        on = f.config.get("CONFIG_RT_GROUP_SCHED_DEFAULT_DISABLED") != "y"
+        if on is False:
+            ev += ", CONFIG_RT_GROUP_SCHED_DEFAULT_DISABLED=y"
+        param = f.rt_params.get("rt_group_sched")
+        if param in ("0", "1"):
+            on = param == "1"
+            ev += f"; {CMDLINE}: rt_group_sched={param}"
+        return on, ev
 
     def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
         if not value:
@@ -246,12 +279,20 @@ class Isolcpus(Check):
     why = "An isolated CPU runs only what is placed on it; others share it with every task."
 
     def read(self, f: Facts) -> tuple[Any, str]:
-        if f.isolated_cpus:
-            return True, f"isolated CPUs {cpus(f.isolated_cpus)} ({f.isolation_source})"
-        return False, f"{CMDLINE}: no isolcpus, nohz_full or isolated cpuset partition"
+        if not f.isolated_cpus:
+            return (False, True), f"{CMDLINE}: no isolcpus, nohz_full or isolated cpuset partition"
+        ev = f"isolated CPUs {cpus(f.isolated_cpus)} ({f.isolation_source})"
+        # kernel/sched/isolation.c: flags given without "domain" leave the CPUs in the
+        # scheduler domains (only no flags at all means domain).
+        flags = f.isolcpus_flags if f.isolation_source == "isolcpus" else []
+        if flags and "domain" not in flags:
+            ev += f"; {CMDLINE}: isolcpus={f.rt_params.get('isolcpus')} has no domain flag"
+            return (True, False), ev
+        return (True, True), ev
 
     def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
-        if value and set(f.rt_cpus) <= set(f.isolated_cpus):
+        isolated, domain = value
+        if isolated and domain and set(f.rt_cpus) <= set(f.isolated_cpus):
             return OK, ""
         rt = f.rt_cpus if rt_explicit(f) else f.cpus_online[-1:]
         c = cpus(rt)

@@ -13,6 +13,7 @@ from typing import Any
 
 from rtlab.system._cmdline import Cmdline, cpulist_or_none
 from rtlab.system._isolation import isolated_cpus
+from rtlab.system._kconfig_debug import DEBUG_OPTIONS, LATENCY_TRACERS, judge
 from rtlab.system._kernel import kernel_config, preempt_model
 from rtlab.system._root import Root
 
@@ -25,24 +26,16 @@ RT_PARAMS = (
     "nowatchdog", "nmi_watchdog", "nosoftlockup", "housekeeping", "kthread_cpus", "preempt",
     "mitigations", "clocksource", "ftrace", "trace_event", "transparent_hugepage", "mce",
     "intel_pstate", "cpufreq.default_governor", "rcupdate.rcu_normal_after_boot",
+    "rt_group_sched", "kmemleak", "debug_pagealloc", "page_poison", "slub_debug", "slab_debug",
+    "debug_objects", "no_debug_objects", "kasan",
 )  # fmt: skip
 
-# Kernel options that add latency everywhere (checked by the debug-kernel check).
-DEBUG_OPTIONS = (
-    "CONFIG_KMEMLEAK", "CONFIG_PROVE_LOCKING", "CONFIG_LOCKDEP", "CONFIG_DEBUG_LOCK_ALLOC",
-    "CONFIG_LOCK_STAT", "CONFIG_DEBUG_PREEMPT", "CONFIG_KASAN", "CONFIG_KCSAN",
-    "CONFIG_DEBUG_OBJECTS", "CONFIG_DEBUG_PAGEALLOC", "CONFIG_SLUB_DEBUG_ON",
-    "CONFIG_DEBUG_ATOMIC_SLEEP", "CONFIG_DEBUG_SPINLOCK", "CONFIG_DEBUG_MUTEXES",
-    "CONFIG_DEBUG_RT_MUTEXES", "CONFIG_PAGE_POISONING", "CONFIG_DEBUG_KMEMLEAK_DEFAULT_OFF",
-)  # fmt: skip
-# Tracers that hook every interrupt or preemption toggle even when not in use.
-LATENCY_TRACER_OPTIONS = ("CONFIG_IRQSOFF_TRACER", "CONFIG_PREEMPT_TRACER")
 # Further configuration facts some checks use.
 CONFIG_FACTS = (
     "CONFIG_NO_HZ_FULL", "CONFIG_RT_GROUP_SCHED", "CONFIG_RCU_NOCB_CPU", "CONFIG_CPU_ISOLATION",
     "CONFIG_IRQ_FORCED_THREADING", "CONFIG_HIGH_RES_TIMERS", "CONFIG_PREEMPT_DYNAMIC",
     "CONFIG_CPU_FREQ", "CONFIG_CPU_IDLE", "CONFIG_TIMERLAT_TRACER", "CONFIG_OSNOISE_TRACER",
-    "CONFIG_HWLAT_TRACER",
+    "CONFIG_HWLAT_TRACER", "CONFIG_RT_GROUP_SCHED_DEFAULT_DISABLED",
 )  # fmt: skip
 
 MAX_TASKS_LISTED = 20  # task names kept per list in the facts (counts stay exact)
@@ -67,8 +60,10 @@ class Facts:
     realtime: bool = False
     config_source: str | None = None
     config: dict[str, str] = field(default_factory=dict)  # relevant CONFIG_* only
-    debug_options: list[str] = field(default_factory=list)
+    debug_options: list[str] = field(default_factory=list)  # active ones (_kconfig_debug.py)
     latency_tracer_options: list[str] = field(default_factory=list)
+    debug_options_notes: dict[str, str] = field(default_factory=dict)  # active: boot param, note
+    debug_options_off: dict[str, str] = field(default_factory=dict)  # built in, off: why
     preempt_model: str = "unknown"
     preempt_debugfs: str | None = None
     hz: int | None = None
@@ -83,6 +78,7 @@ class Facts:
     isolcpus_flags: list[str] = field(default_factory=list)
     isolated_cpus: list[int] = field(default_factory=list)
     isolation_source: str | None = None
+    isolation_partition: str | None = None  # the cpuset partition's cgroup(s), when that isolates
     nohz_full_cpus: list[int] = field(default_factory=list)
     rcu_nocbs_cpus: list[int] = field(default_factory=list)
     irqaffinity_cpus: list[int] | None = None
@@ -302,8 +298,6 @@ def read_facts(root: Root, rt_cpus: list[int] | None = None) -> Facts:
     config, f.config_source = kernel_config(root, f.kernel_release or "")
     if config is not None:
         f.config = {k: config[k] for k in CONFIG_FACTS if k in config}
-        f.debug_options = [k for k in DEBUG_OPTIONS if config.get(k) == "y"]
-        f.latency_tracer_options = [k for k in LATENCY_TRACER_OPTIONS if config.get(k) == "y"]
         f.hz = _int(config.get("CONFIG_HZ"))
         for key, mode in (
             ("CONFIG_NO_HZ_FULL", "NO_HZ_FULL"),
@@ -315,6 +309,12 @@ def read_facts(root: Root, rt_cpus: list[int] | None = None) -> Facts:
                 break
     cmdline = Cmdline.parse(root.read("proc/cmdline"))
     f.cmdline = root.read("proc/cmdline")
+    if config is not None:
+        debug = judge(DEBUG_OPTIONS, config, cmdline)
+        tracers = judge(LATENCY_TRACERS, config, cmdline)
+        f.debug_options, f.latency_tracer_options = debug.active, tracers.active
+        f.debug_options_notes = {**debug.why, **tracers.why}
+        f.debug_options_off = debug.off
     f.preempt_debugfs = root.read("sys/kernel/debug/sched/preempt")
     f.preempt_model = preempt_model(
         f.kernel_version or "", config, realtime, f.preempt_debugfs, cmdline.get("preempt")
@@ -332,6 +332,7 @@ def read_facts(root: Root, rt_cpus: list[int] | None = None) -> Facts:
     iso = isolated_cpus(root)
     f.isolated_cpus = iso.cpus if iso.kernel_isolated else []
     f.isolation_source = iso.source if iso.kernel_isolated else None
+    f.isolation_partition = iso.partition if iso.kernel_isolated else None
     nohz = cmdline.cpus("nohz_full")
     if nohz is None:
         sysfs = root.read(f"{CPU}/nohz_full")
@@ -342,7 +343,8 @@ def read_facts(root: Root, rt_cpus: list[int] | None = None) -> Facts:
     if rt_cpus is not None:
         f.rt_cpus, f.rt_cpus_source = sorted(rt_cpus), "--rt-cpus"
     elif f.isolated_cpus:
-        f.rt_cpus, f.rt_cpus_source = f.isolated_cpus, f"isolated ({f.isolation_source})"
+        where = f" {f.isolation_partition}" if f.isolation_partition else ""
+        f.rt_cpus, f.rt_cpus_source = f.isolated_cpus, f"isolated ({f.isolation_source}{where})"
     else:
         f.rt_cpus, f.rt_cpus_source = f.cpus_online, "all online CPUs (none isolated)"
 

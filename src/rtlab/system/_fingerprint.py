@@ -29,6 +29,7 @@ def fingerprint_from_facts(facts: dict, live: bool = False) -> dict:
         "kernel_config_found": facts.get("config_source") is not None,
         "isolated_cpus": facts.get("isolated_cpus") or [],
         "isolation_source": facts.get("isolation_source"),
+        "isolation_partition": facts.get("isolation_partition"),
         "nohz_full_cpus": facts.get("nohz_full_cpus") or [],
         "rcu_nocbs_cpus": facts.get("rcu_nocbs_cpus") or [],
         "smt_active": facts.get("smt_active"),

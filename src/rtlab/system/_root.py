@@ -130,19 +130,24 @@ def load_snapshot(path: str | Path) -> SnapshotRoot:
         raise UserError(f"{p}: {e.strerror or e}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{p}: not a JSON document ({e})") from None
+    return snapshot_from_document(doc, str(p))
+
+
+def snapshot_from_document(doc: Any, source: str) -> SnapshotRoot:
+    """A sysinfo document already parsed (e.g. from a target); SOURCE names it."""
     if not isinstance(doc, dict) or doc.get("kind") != "sysinfo":
-        raise UserError(f'{p}: not a sysinfo document (expected "kind": "sysinfo")')
+        raise UserError(f'{source}: not a sysinfo document (expected "kind": "sysinfo")')
     if doc.get("schema") != 1:
-        raise UserError(f"{p}: sysinfo schema {doc.get('schema')!r} is not supported (1 is)")
-    files = _str_map(doc, "files", str(p))
+        raise UserError(f"{source}: sysinfo schema {doc.get('schema')!r} is not supported (1 is)")
+    files = _str_map(doc, "files", source)
     binary: dict[str, bytes] = {}
-    for name, text in _str_map(doc, "base64", str(p)).items():
+    for name, text in _str_map(doc, "base64", source).items():
         try:
             binary[name] = base64.b64decode(text, validate=True)
         except (binascii.Error, ValueError):
-            raise UserError(f'{p}: "{name}" is not valid base64') from None
+            raise UserError(f'{source}: "{name}" is not valid base64') from None
     uname = doc.get("uname") if isinstance(doc.get("uname"), dict) else {}
-    return SnapshotRoot(files, binary, f"{p}", {k: str(v) for k, v in uname.items()})
+    return SnapshotRoot(files, binary, source, {k: str(v) for k, v in uname.items()})
 
 
 @dataclass

@@ -63,6 +63,8 @@ def _plain(key: str, form: str = "{}") -> Callable[[dict[str, Any]], str | None]
     return label
 
 
+UNTUNED = "untuned"
+
 # Facts that name a setup when they differ between experiments, in label order.
 SETUP_FACTS: list[tuple[str, Callable[[dict[str, Any]], str | None]]] = [
     ("preempt_model", _preempt),
@@ -73,6 +75,7 @@ SETUP_FACTS: list[tuple[str, Callable[[dict[str, Any]], str | None]]] = [
     ("rcu_nocbs_cpus", _cpus("rcu_nocbs_cpus", "rcu_nocbs")),
     ("smt_active", _smt),
     ("governors", _governor),
+    ("tuning", lambda f: f.get("tuning") or UNTUNED),  # `rtlab run --tuned`
 ]
 # Used only when the facts above do not tell the setups apart.
 FALLBACK_FACTS: list[tuple[str, Callable[[dict[str, Any]], str | None]]] = [
@@ -107,4 +110,4 @@ def setup_names(facts: list[dict[str, Any]], ids: list[str]) -> list[str]:
 def setup_description(facts: dict[str, Any]) -> str:
     """Everything that names one setup, for a single experiment."""
     texts = [label(facts) for _, label in SETUP_FACTS + FALLBACK_FACTS[:1]]
-    return " · ".join(t for t in texts if t) or "unknown system"
+    return " · ".join(t for t in texts if t and t != UNTUNED) or "unknown system"

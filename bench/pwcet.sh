@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Does the pWCET estimate earn trust? (bench/pwcet.py) Two figures in one run:
+#   1. coverage of its 90 % interval on synthetic data with known tails (GPD shape -0.3,
+#      -0.1, 0 over a gamma body; 200 seeded replicates each, p = 1e-6 and 1e-9),
+#      target 0.85-0.95;
+#   2. prediction on real wake-up runs of this machine (as root): fit on the first 10 %,
+#      the 90 % prediction interval of the max of the rest; target >= 0.8, refusals apart.
+#   bench/pwcet.sh [--replicates N] [--samples N] [--runs N] [--seconds S] [--cpu CPU]
+#                  [--runs-dir DIR] [--skip-synthetic] [--skip-real] [--jobs N]
+# Environment: PYTHON (default .venv/bin/python), RTLAB_PROBE (default: the installed one).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PYTHON=${PYTHON:-.venv/bin/python}
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+exec "$PYTHON" bench/pwcet.py "$@"

@@ -1,0 +1,468 @@
+"""Probabilistic worst-case latency (pWCET) from raw samples, by extreme value theory.
+
+``pwcet(samples_ns, 1e-9)`` estimates the latency exceeded with probability 1e-9 per
+activation, with a profile-likelihood confidence interval, when the samples pass every
+gate (docs/pwcet.md); otherwise it refuses and says why, and gives no number.
+
+The samples must be in time order (a raw-sample file is): the stationarity and
+independence gates read that order. Several arrays (threads) are taken one after the other.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from rtlab.analysis._pwcet_fit import (
+    GEVModel,
+    GPDModel,
+    gev_cdf,
+    gev_fit,
+    gev_isf,
+    gpd_fit_many,
+    gpd_isf,
+)
+from rtlab.analysis._pwcet_gates import MIN_SAMPLES, Gate, count_gate, first_failure, reason
+from rtlab.analysis._pwcet_gates import stationarity_gates as _stationarity
+from rtlab.analysis._pwcet_methods import BM, POT, MethodFit, fit_bm, fit_pot, pot_candidates
+from rtlab.errors import UserError
+from rtlab.units import UNITS_NS
+
+METHODS = ("auto", POT, BM)
+METHOD_NAMES = {POT: "peaks over threshold", BM: "block maxima"}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The latency exceeded with probability ``p`` per activation, or a refusal.
+
+    ``value_ns`` and the interval ``lo_ns``..``hi_ns`` (at ``confidence``) are None when
+    ``refused`` gives the reason. ``method`` is "pot" or "block-maxima" (None when auto
+    refused), ``params`` the fitted distribution and how its threshold or block was
+    chosen, ``gates`` every test run (shared ones first, method None).
+    """
+
+    p: float
+    confidence: float
+    value_ns: float | None
+    lo_ns: float | None
+    hi_ns: float | None
+    method: str | None
+    params: dict[str, Any]
+    gates: tuple[Gate, ...]
+    refused: str | None
+    samples: int
+    fit: TailFit | None = field(default=None, repr=False, compare=False)
+
+    def at(self, p: float) -> Estimate:
+        """The same fit (same gates, same choices) at another probability."""
+        if self.fit is None:
+            raise ValueError("this estimate keeps no fit")
+        return self.fit.estimate(p)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "p": self.p,
+            "confidence": self.confidence,
+            "value_ns": self.value_ns,
+            "lo_ns": self.lo_ns,
+            "hi_ns": self.hi_ns,
+            "method": self.method,
+            "params": self.params,
+            "gates": [g.to_dict() for g in self.gates],
+            "refused": self.refused,
+            "samples": self.samples,
+        }
+
+
+@dataclass(frozen=True)
+class Exceedance:
+    """P(latency > x_ns) per activation: ``prob`` and its interval, or a refusal."""
+
+    x_ns: float
+    confidence: float
+    prob: float | None
+    lo: float | None
+    hi: float | None
+    method: str | None  # "pot", "block-maxima" or "empirical" (x below the threshold)
+    refused: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in
+                ("x_ns", "confidence", "prob", "lo", "hi", "method", "refused")}  # fmt: skip
+
+
+class TailFit:
+    """The gates and fits of one set of samples, asked for estimates at any probability."""
+
+    def __init__(
+        self,
+        samples: np.ndarray,
+        method: str,
+        confidence: float,
+        seed: int,
+        gates: list[Gate],
+        fits: list[MethodFit],
+        refused: str | None,
+    ) -> None:
+        self.samples = samples
+        self.n = int(samples.size)
+        self.method = method
+        self.confidence = confidence
+        self.seed = seed
+        self.gates = gates
+        self.fits = fits
+        self.refused = refused
+
+    def all_gates(self) -> tuple[Gate, ...]:
+        return tuple(self.gates) + tuple(g for f in self.fits for g in f.gates)
+
+    def _refusal(self, p: float, why: str, fit: MethodFit | None = None) -> Estimate:
+        return Estimate(p, self.confidence, None, None, None,
+                        None if fit is None else fit.method,
+                        {} if fit is None else fit.params, self.all_gates(), why, self.n,
+                        self)  # fmt: skip
+
+    def _at(self, f: MethodFit, p: float) -> tuple[float, float, float] | str:
+        m = f.model
+        if isinstance(m, GPDModel) and p >= m.zeta:
+            return (
+                f"p={p:.3g} is not beyond the threshold ({m.zeta:.3g} of the samples exceed "
+                "it): the empirical percentile answers it"
+            )
+        value = float(m.isf(p))
+        lo, hi = m.interval(p, self.confidence)
+        for h in f.hull:  # the next higher thresholds on the grid: their intervals too
+            if p < h.zeta:
+                hlo, hhi = h.interval(p, self.confidence)
+                lo, hi = min(lo, hlo), max(hi, hhi)
+        if not math.isfinite(hi):
+            return (
+                f"no finite upper end of the {self.confidence:.0%} interval at p={p:.3g}: "
+                "the samples cannot support an extrapolation that far"
+            )
+        return value, max(lo, 0.0), hi
+
+    def estimate(self, p: float) -> Estimate:
+        p = _check_p(p)
+        if self.refused is not None:
+            return self._refusal(p, self.refused)
+        ok: dict[str, tuple[float, float, float]] = {}
+        why: dict[str, str] = {}
+        for f in self.fits:
+            r = f.refused if f.refused is not None else self._at(f, p)
+            if isinstance(r, str):
+                why[f.method] = r
+            else:
+                ok[f.method] = r
+        if not ok:
+            if len(self.fits) == 1:
+                return self._refusal(p, why[self.fits[0].method], self.fits[0])
+            return self._refusal(p, "; ".join(f"{METHOD_NAMES[k]}: {v}" for k, v in why.items()))
+        if len(ok) == 2:
+            (v1, lo1, hi1), (v2, lo2, hi2) = ok[POT], ok[BM]
+            if max(lo1, lo2) > min(hi1, hi2):
+                return self._refusal(
+                    p,
+                    f"the methods disagree at p={p:.3g}: peaks over threshold "
+                    f"{v1:.4g} ns [{lo1:.4g}, {hi1:.4g}], block maxima {v2:.4g} ns "
+                    f"[{lo2:.4g}, {hi2:.4g}]: the intervals do not overlap",
+                )
+        chosen = POT if POT in ok else BM
+        value, lo, hi = ok[chosen]
+        f = next(f for f in self.fits if f.method == chosen)
+        return Estimate(p, self.confidence, value, lo, hi, chosen, f.params, self.all_gates(),
+                        None, self.n, self)  # fmt: skip
+
+    def exceedance(self, x_ns: float) -> Exceedance:
+        """P(latency > X_NS) per activation with its interval (the reported method; below
+        the threshold the empirical fraction with a Clopper-Pearson interval)."""
+        conf = self.confidence
+        if self.refused is not None:
+            return Exceedance(x_ns, conf, None, None, None, None, self.refused)
+        live = [f for f in self.fits if f.refused is None]
+        if not live:
+            why = "; ".join(f"{METHOD_NAMES[f.method]}: {f.refused}" for f in self.fits)
+            return Exceedance(x_ns, conf, None, None, None, None, why)
+        f = next((f for f in live if f.method == POT), live[0])
+        m = f.model
+        if isinstance(m, GPDModel) and x_ns <= m.threshold:
+            k = int(np.count_nonzero(np.asarray(self.samples) > x_ns))
+            ci = stats.binomtest(k, self.n).proportion_ci(confidence_level=conf, method="exact")
+            return Exceedance(x_ns, conf, k / self.n, ci.low, ci.high, "empirical", None)
+        prob, lo, hi = m.sf_interval(float(x_ns), conf)
+        for h in f.hull:
+            if x_ns > h.threshold:
+                _, hlo, hhi = h.sf_interval(float(x_ns), conf)
+                lo, hi = min(lo, hlo), max(hi, hhi)
+        if len(live) == 2:  # as for estimates: both methods must agree
+            other, olo, ohi = live[1].model.sf_interval(float(x_ns), conf)
+            if max(lo, olo) > min(hi, ohi):
+                return Exceedance(x_ns, conf, None, None, None, None,
+                                  f"the methods disagree on P(latency > {x_ns:.4g} ns): peaks "
+                                  f"over threshold {prob:.3g} [{lo:.3g}, {hi:.3g}], block "
+                                  f"maxima {other:.3g} [{olo:.3g}, {ohi:.3g}]")  # fmt: skip
+        return Exceedance(x_ns, conf, prob, lo, hi, f.method, None)
+
+    def predict_max(self, m: int, draws: int = 200) -> tuple[float, float, str] | str:
+        """Interval (ns) holding the largest of the next M activations with the fit's
+        confidence: the predictive distribution over parametric-bootstrap refits (so it
+        carries the uncertainty of the parameters as well as the randomness of a maximum).
+        A refusal (str) when no estimate would be given at p = 1/M."""
+        est = self.estimate(1.0 / m)
+        if est.refused is not None:
+            return est.refused
+        f = next(f for f in self.fits if f.method == est.method)
+        rng = np.random.default_rng(self.seed + 7)
+        sf = (
+            _draws_pot(f.model, self.n, draws, rng)
+            if est.method == POT
+            else _draws_bm(f.model, draws, rng)
+        )
+        a = (1 - self.confidence) / 2
+
+        def cdf(x: float) -> float:  # P(max of m <= x), averaged over the draws
+            s = np.clip(sf(x), 0.0, 1.0)
+            return float(np.mean(np.exp(m * np.log1p(-np.minimum(s, 1 - 1e-16)))))
+
+        lo = _solve_up(cdf, a, est.value_ns)
+        hi = _solve_up(cdf, 1 - a, est.value_ns)
+        return lo, hi, est.method
+
+
+def _draws_pot(model: GPDModel, n: int, draws: int, rng: np.random.Generator):
+    k = model.y.size
+    ysim = gpd_isf(rng.random((draws, k)), model.sigma, model.xi)
+    bxi, bsig, _ = gpd_fit_many(ysim)
+    zeta = rng.binomial(n, model.zeta, size=draws) / n
+
+    def sf(x: float) -> np.ndarray:
+        y = max(x - model.threshold, 0.0) / model.scale
+        small = np.abs(bxi) < 1e-9
+        t = np.maximum(1 + np.where(small, 1.0, bxi) * y / bsig, 0.0)
+        with np.errstate(divide="ignore", over="ignore"):
+            power = np.exp(-np.log(np.maximum(t, 1e-300)) / np.where(small, 1.0, bxi))
+        tail = np.where(small, np.exp(-y / bsig), np.where(t > 0, power, 0.0))
+        return zeta * tail
+
+    return sf
+
+
+def _draws_bm(model: GEVModel, draws: int, rng: np.random.Generator):
+    params = []
+    for _ in range(draws):
+        zs = gev_isf(rng.random(model.x.size), model.mu, model.sigma, model.xi)
+        params.append(gev_fit(zs, start=(model.mu, model.sigma, model.xi))[:3])
+
+    def sf(x: float) -> np.ndarray:
+        z = (x - model.shift) / model.scale
+        g = np.array([float(gev_cdf(z, *pr)) for pr in params])
+        return -np.expm1(np.log(np.clip(g, 1e-300, 1.0)) / model.block)
+
+    return sf
+
+
+def _solve_up(cdf, target: float, start: float) -> float:
+    """x with cdf(x) = target (cdf increasing), bracketing geometrically from START."""
+    lo = hi = max(start, 1.0)
+    while cdf(lo) > target and lo > 1e-3:
+        lo /= 2
+    while cdf(hi) < target and hi < 1e15:
+        hi *= 2
+    for _ in range(80):
+        mid = math.sqrt(lo * hi)
+        if cdf(mid) < target:
+            lo = mid
+        else:
+            hi = mid
+        if hi / lo < 1 + 1e-6:
+            break
+    return math.sqrt(lo * hi)
+
+
+def _check_p(p: float) -> float:
+    p = float(p)
+    if not 0 < p < 1:
+        raise UserError(f"pWCET probability {p!r} is not between 0 and 1")
+    return p
+
+
+def _samples(samples_ns: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
+    arrays = [samples_ns] if isinstance(samples_ns, np.ndarray) else list(samples_ns)
+    arrays = [np.asarray(a).reshape(-1) for a in arrays]
+    x = arrays[0] if len(arrays) == 1 else np.concatenate(arrays) if arrays else np.empty(0)
+    if x.dtype.kind not in "iuf":
+        raise UserError("pWCET needs numeric samples (ns)")
+    if x.dtype.kind == "f" and x.size and not np.isfinite(x).all():
+        raise UserError("pWCET samples contain NaN or infinite values")
+    return x
+
+
+def _top(x: np.ndarray, k: int, chunk: int = 8_000_000) -> np.ndarray:
+    """Positions of the K largest samples, largest first, in chunks: memory bounded by the
+    chunk, not by the (memory-mapped) array."""
+    cand = []
+    for start in range(0, x.size, chunk):
+        c = np.asarray(x[start : start + chunk])
+        keep = min(k, c.size)
+        cand.append(start + np.argpartition(c, c.size - keep)[c.size - keep :])
+    idx = np.concatenate(cand)
+    idx = idx[np.argpartition(x[idx], idx.size - k)[idx.size - k :]]
+    return idx[np.argsort(-x[idx].astype(float), kind="stable")]
+
+
+def fit_tail(
+    samples_ns: np.ndarray | Sequence[np.ndarray],
+    *,
+    method: str = "auto",
+    confidence: float = 0.9,
+    seed: int = 0,
+) -> TailFit:
+    """Run the gates and fit the tail of SAMPLES_NS (time order) once; ask the result for
+    estimates (`TailFit.estimate`), tail probabilities and predicted maxima."""
+    if method not in METHODS:
+        raise UserError(f"unknown pWCET method {method!r} (one of {', '.join(METHODS)})")
+    if not 0 < confidence < 1:
+        raise UserError(f"confidence {confidence!r} is not between 0 and 1")
+    x = _samples(samples_ns)
+    n = int(x.size)
+    gates = [count_gate("samples", None, n, MIN_SAMPLES, "samples")]
+    if n < MIN_SAMPLES:
+        return TailFit(x, method, confidence, seed, gates, [], reason(gates[0]))
+    kh = int(min(2000, max(20, n // 100)))
+    kp = int(pot_candidates(n).max(initial=0))
+    ktop = min(max(kh, kp) + 1, n - 1)
+    idx = _top(x, ktop)
+    top_val = x[idx].astype(float)
+    hidx = np.sort(idx[:kh])
+    gates += _stationarity(x, hidx, float(top_val[kh]))
+    fail = first_failure(gates)
+    if fail is not None:
+        return TailFit(x, method, confidence, seed, gates, [], reason(fail))
+    fits = []
+    if method in ("auto", POT):
+        fits.append(fit_pot(n, top_val, idx, seed))
+    if method in ("auto", BM):
+        fits.append(fit_bm(x, seed))
+    return TailFit(x, method, confidence, seed, gates, fits, None)
+
+
+def refused_fit(why: str, confidence: float = 0.9) -> TailFit:
+    """A fit that refuses every question with WHY (e.g. no raw samples)."""
+    return TailFit(np.empty(0, np.int64), "auto", confidence, 0, [], [], why)
+
+
+def pwcet(
+    samples_ns: np.ndarray | Sequence[np.ndarray],
+    p: float,
+    *,
+    method: str = "auto",
+    confidence: float = 0.9,
+    seed: int = 0,
+) -> Estimate:
+    """The latency (ns) exceeded with probability P per activation, with its interval.
+
+    ``method``: "pot" (peaks over threshold, generalised Pareto), "block-maxima"
+    (generalised extreme value) or "auto" (both; the one whose gates pass, peaks over
+    threshold when both do; a refusal when both pass and their intervals do not
+    overlap). The same samples and seed give the same estimate.
+    """
+    _check_p(p)
+    return fit_tail(samples_ns, method=method, confidence=confidence, seed=seed).estimate(p)
+
+
+# -- operational terms ------------------------------------------------------------------
+
+_YEAR = 365.25 * 86400
+_PERIOD_UNITS = {**{k: v / 1e9 for k, v in UNITS_NS.items()}, "min": 60.0, "d": 86400.0,
+                 "w": 7 * 86400.0, "y": _YEAR}  # fmt: skip
+_NUM = r"(\d+(?:\.\d*)?|\.\d+)(?:[eE]([+-]?\d+))?"
+_RATE = re.compile(rf"\s*{_NUM}\s*(hz|khz|mhz)?\s*", re.IGNORECASE)
+_PERIOD = re.compile(rf"\s*{_NUM}\s*([a-zµμ]+)\s*")
+#: Activation rate that turns probabilities into time when none is given.
+DEFAULT_RATE_HZ = 1000.0
+
+
+def _num(m: re.Match) -> float:
+    return float(m.group(1)) * 10.0 ** int(m.group(2) or 0)
+
+
+def parse_rate(text: str) -> float:
+    """Activations per second from ``1kHz``, ``500 Hz``, ``2000`` or a period ``1ms``."""
+    m = _RATE.fullmatch(str(text))
+    if m is not None:
+        hz = _num(m) * {"hz": 1, "khz": 1e3, "mhz": 1e6}[(m.group(3) or "hz").lower()]
+    else:
+        m = _PERIOD.fullmatch(str(text))
+        unit = m.group(3) if m else ""
+        if m is None or unit not in UNITS_NS:
+            raise UserError(f"bad rate {text!r}: expected e.g. 1kHz, 500Hz or a period 1ms")
+        period = _num(m) * UNITS_NS[unit] / 1e9
+        hz = 1.0 / period if period > 0 else 0.0
+    if not 0 < hz < 1e10:
+        raise UserError(f"bad rate {text!r}: must be above 0")
+    return hz
+
+
+def parse_probability(text: str, rate_hz: float = DEFAULT_RATE_HZ) -> float:
+    """A per-activation probability from ``1e-9`` or from a mean time between exceedances
+    (``10y``, ``1000h``, ``3d``, ``30min``) at RATE_HZ activations per second."""
+    raw = str(text).strip()
+    try:
+        p = float(raw)
+    except ValueError:
+        p = math.nan
+    if math.isnan(p):
+        m = _PERIOD.fullmatch(raw)
+        if m is None or m.group(3) not in _PERIOD_UNITS:
+            raise UserError(
+                f"bad probability {text!r}: expected e.g. 1e-9, or a time between "
+                "exceedances such as 10y, 1000h, 3d"
+            )
+        seconds = _num(m) * _PERIOD_UNITS[m.group(3)]
+        if not seconds > 0:
+            raise UserError(f"bad probability {text!r}: the time must be above 0")
+        p = 1.0 / (seconds * rate_hz)
+    if not 0 < p < 1:
+        raise UserError(f"bad probability {text!r}: must be between 0 and 1")
+    return p
+
+
+def period_text(seconds: float) -> str:
+    """3 significant digits in the largest fitting unit: 950 ms, 12.0 s, 3.20 hours, 31.7 years."""
+    if not math.isfinite(seconds):
+        return "never"
+    for unit, size in (("years", _YEAR), ("days", 86400.0), ("hours", 3600.0),
+                       ("minutes", 60.0), ("s", 1.0)):  # fmt: skip
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds * 1e3:.3g} ms"
+
+
+def rate_text(rate_hz: float) -> str:
+    for unit, size in (("MHz", 1e6), ("kHz", 1e3)):
+        if rate_hz >= size:
+            return f"{rate_hz / size:g} {unit}"
+    return f"{rate_hz:g} Hz"
+
+
+def once_per(p: float, rate_hz: float = DEFAULT_RATE_HZ) -> str:
+    """``once per 11.6 days at 1 kHz`` for per-activation probability P."""
+    if p <= 0:
+        return f"never at {rate_text(rate_hz)}"
+    return f"once per {period_text(1.0 / (p * rate_hz))} at {rate_text(rate_hz)}"
+
+
+def p_text(p: float) -> str:
+    """1e-09 -> "1e-9", 2.5e-12 -> "2.5e-12", 0.01 -> "0.01"."""
+    if p >= 1e-3:
+        return f"{p:.3g}"
+    mant, exp = f"{p:.2e}".split("e")
+    mant = mant.rstrip("0").rstrip(".")
+    return f"{mant}e{int(exp)}"

@@ -1,0 +1,234 @@
+"""What a target is: `ssh://[user@]host[:port]`, `labgrid:PLACE`, or a name from a targets
+file (~/.config/rtlab/targets.toml, or a farm file of the same form)."""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from rtlab.errors import UserError
+from rtlab.system import parse_cpulist
+
+SSH, LABGRID = "ssh", "labgrid"
+#: A target's name: it names experiments (their id) and the boards of a farm report.
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_HOST_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*|\[?[0-9A-Fa-f:.]+(%[A-Za-z0-9._-]+)?\]?")
+_USER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\$?")
+#: Keys of a target's table, with the type each takes.
+KEYS: dict[str, type | tuple[type, ...]] = {
+    "host": str,
+    "user": str,
+    "port": int,
+    "identity": str,
+    "known_hosts": str,
+    "probe": str,
+    "target_probe": str,
+    "rt_cpus": (str, int),
+    "labgrid": str,
+}
+MAX_FILE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """Where to run and how to get there. `name` is what outputs call it."""
+
+    name: str
+    kind: str = SSH  # SSH or LABGRID
+    host: str = ""  # a host name, an address or a ~/.ssh/config alias
+    user: str | None = None  # default: ~/.ssh/config, else the local user
+    port: int | None = None  # default: ~/.ssh/config, else 22
+    identity: str | None = None  # private key file (default: ~/.ssh/config, ~/.ssh/id_*, agent)
+    known_hosts: str | None = None  # default: ~/.ssh/known_hosts (and ~/.ssh/config's)
+    probe: str | None = None  # a probe binary on this host to copy there
+    target_probe: str | None = None  # a probe already on the target: nothing is copied
+    rt_cpus: str | None = None  # the real-time CPUs, for the audit
+    place: str | None = None  # labgrid: the place or the target of $LG_ENV
+
+    @property
+    def url(self) -> str:
+        if self.kind == LABGRID:
+            return f"labgrid:{self.place}"
+        host = self.host if ":" not in self.host or self.host.startswith("[") else f"[{self.host}]"
+        user = f"{self.user}@" if self.user else ""
+        port = f":{self.port}" if self.port else ""
+        return f"ssh://{user}{host}{port}"
+
+    @property
+    def short(self) -> str:
+        """A short name for ids and labels: the table's name, else host[:port] or the place."""
+        if "://" not in self.name and not self.name.startswith("labgrid:"):
+            return self.name
+        if self.kind == LABGRID:
+            return self.place or self.name
+        return f"{self.host}:{self.port}" if self.port else self.host
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> TargetSpec:
+        """A spec recorded by to_dict (an experiment's manifest)."""
+        names = {f.name for f in fields(cls)}
+        if not isinstance(data, dict) or not set(data) <= names or "name" not in data:
+            raise UserError(f"{where}: not a target description")
+        try:
+            spec = cls(**data)
+        except TypeError as e:
+            raise UserError(f"{where}: not a target description ({e})") from None
+        if spec.kind not in (SSH, LABGRID):
+            raise UserError(f"{where}: unknown target kind {spec.kind!r}")
+        return spec
+
+
+def targets_file() -> Path:
+    """~/.config/rtlab/targets.toml (or under $XDG_CONFIG_HOME)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "rtlab" / "targets.toml"
+
+
+def _bad(text: str, why: str) -> UserError:
+    return UserError(f"--target {text!r}: {why}")
+
+
+def parse_ssh_url(text: str, name: str | None = None) -> TargetSpec:
+    """`ssh://[user@]host[:port]`; UserError (exit 2) for anything else."""
+    if any(not c.isprintable() or c.isspace() for c in text):
+        raise _bad(text, "spaces or control characters in a target")
+    try:
+        u = urlsplit(text)
+        port = u.port
+    except ValueError as e:
+        raise _bad(text, f"not ssh://[user@]host[:port] ({e})") from None
+    if u.scheme != "ssh" or not u.netloc:
+        raise _bad(text, "not ssh://[user@]host[:port]")
+    if u.password is not None:
+        raise _bad(text, "no passwords on the command line: use a key or the SSH agent")
+    if u.path not in ("", "/") or u.query or u.fragment:
+        raise _bad(text, "ssh://[user@]host[:port] has no path, query or fragment")
+    host = u.netloc.rpartition("@")[2]
+    host = host[: host.rindex("]") + 1] if host.startswith("[") else host.partition(":")[0]
+    if not _HOST_RE.fullmatch(host):
+        raise _bad(text, f"{host!r} is not a host name or address")
+    user = unquote(u.username) if u.username is not None else None
+    if user is not None and not _USER_RE.fullmatch(user):
+        raise _bad(text, f"{user!r} is not a user name")
+    if port == 0:
+        raise _bad(text, "port 0")
+    return TargetSpec(name or text, SSH, host.strip("[]"), user, port)
+
+
+def parse_target(text: str, file: Path | None = None) -> TargetSpec:
+    """A target given on the command line: an ssh:// URL, labgrid:PLACE, or a name from
+    FILE (default: targets_file())."""
+    if text.startswith("ssh:") or "://" in text:
+        return parse_ssh_url(text)
+    if text.startswith("labgrid:"):
+        place = text.removeprefix("labgrid:")
+        if not NAME_RE.fullmatch(place):
+            raise _bad(text, "labgrid:PLACE needs a place name (letters, digits, . _ -)")
+        return TargetSpec(text, LABGRID, place=place)
+    if not NAME_RE.fullmatch(text):
+        raise _bad(text, "not ssh://[user@]host[:port], labgrid:PLACE or a target's name")
+    path = file or targets_file()
+    targets = read_targets(path) if file or path.exists() else {}
+    if text not in targets:
+        known = ", ".join(targets) or "none"
+        raise _bad(
+            text,
+            f"no target of that name in {path} (known: {known}); write ssh://{text} for a host",
+        )
+    return targets[text]
+
+
+def read_targets(path: Path) -> dict[str, TargetSpec]:
+    """The targets of a targets file: one table per target, named by its key."""
+    try:
+        if not path.is_file():
+            raise UserError(f"{path}: not a file")
+        data = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise UserError(f"{path}: larger than 1 MiB")
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise UserError(f"{path}: not a TOML file ({e})") from None
+    out = {}
+    for name, table in doc.items():
+        where = f"{path}: [{name}]"
+        if not NAME_RE.fullmatch(name):
+            raise UserError(f"{where}: a target's name is letters, digits, '.', '_' and '-'")
+        if not isinstance(table, dict):
+            raise UserError(f"{where}: a target is a table ([{name}] with host = ...)")
+        out[name] = _table(name, table, where)
+    if not out:
+        raise UserError(f"{path}: no target in it ([NAME] tables with host = ...)")
+    return out
+
+
+def _table(name: str, t: dict[str, Any], where: str) -> TargetSpec:
+    for key, value in t.items():
+        if key not in KEYS:
+            raise UserError(f"{where}: unknown key {key!r} (keys: {', '.join(KEYS)})")
+        want = KEYS[key]
+        if isinstance(value, bool) or not isinstance(value, want):
+            raise UserError(f"{where}: {key!r} must be a {_type_name(want)}")
+        if isinstance(value, str) and any(not c.isprintable() for c in value):
+            raise UserError(f"{where}: {key!r} has control characters")
+    if ("host" in t) == ("labgrid" in t):
+        raise UserError(f"{where}: give either host = ... (SSH) or labgrid = PLACE")
+    port = t.get("port")
+    if port is not None and not 0 < port < 65536:
+        raise UserError(f"{where}: port {port} is out of range (1..65535)")
+    rt = t.get("rt_cpus")
+    if rt is not None:
+        try:
+            parse_cpulist(str(rt))
+        except UserError as e:
+            raise UserError(f"{where}: rt_cpus: {e}") from None
+    if "labgrid" in t:
+        if not NAME_RE.fullmatch(t["labgrid"]):
+            raise UserError(f"{where}: labgrid: a place name is letters, digits, . _ -")
+        extra = set(t) - {"labgrid", "identity", "probe", "target_probe", "rt_cpus"}
+        if extra:
+            keys = ", ".join(sorted(extra))
+            raise UserError(
+                f"{where}: {keys}: not for a labgrid target (labgrid says how to reach it)"
+            )
+        kind, host = LABGRID, ""
+    else:
+        kind, host = SSH, t["host"]
+        if not _HOST_RE.fullmatch(host):
+            raise UserError(f"{where}: host {host!r} is not a host name, address or alias")
+    user = t.get("user")
+    if user is not None and not _USER_RE.fullmatch(user):
+        raise UserError(f"{where}: user {user!r} is not a user name")
+    return TargetSpec(
+        name=name,
+        kind=kind,
+        host=host.strip("[]"),
+        user=user,
+        port=port,
+        identity=_path(t.get("identity")),
+        known_hosts=_path(t.get("known_hosts")),
+        probe=_path(t.get("probe")),
+        target_probe=t.get("target_probe"),
+        rt_cpus=None if rt is None else str(rt),
+        place=t.get("labgrid"),
+    )
+
+
+def _path(value: str | None) -> str | None:
+    return None if value is None else os.path.expanduser(value)
+
+
+def _type_name(want: type | tuple[type, ...]) -> str:
+    types = want if isinstance(want, tuple) else (want,)
+    return " or ".join({"str": "string", "int": "number"}[t.__name__] for t in types)

@@ -1,0 +1,219 @@
+"""Using a partition: what it holds now (show), joining it (partition run), and placing the
+probe of `rtlab run` in it.
+
+Where the probe goes (tested on this machine, cgroup v1): a task moved into a cpuset may
+only use that cpuset's CPUs, and sched_setaffinity() outside them fails (EINVAL), so a
+probe started inside the real-time set would keep its loads there too. Hence:
+
+* cgroup v1: the probe starts in the housekeeping cpuset and each measuring thread writes
+  its own thread ID into the real-time cpuset's ``tasks`` before it pins itself
+  (``--thread-cgroup``; v1 places single threads). The main and writer threads and every
+  load stay on the housekeeping CPUs.
+* cgroup v2: tasks move as whole processes outside threaded subtrees, so the probe starts
+  in the partition and each load process moves itself back to rtlab's own cgroup before it
+  sets its CPUs (``--load-cgroup``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rtlab.errors import UnsupportedError, UserError
+from rtlab.system import format_cpulist
+from rtlab.tune._apply import FOREIGN
+from rtlab.tune._cgroup import cgroup_of, cpulist, members, task_info, write_id
+from rtlab.tune._journal import REFUSED
+from rtlab.tune._partition import Partition, created_dirs, load, names, status
+
+LIVE = Path("/")
+MAX_LISTED = 50  # tasks listed by show (the count stays exact)
+LOAD_CPUS = re.compile(r"@([0-9][0-9:-]*(?:,[0-9][0-9:-]*)*)")  # "@1-3,5" of "…@1-3,5,nice=5"
+
+
+def show(p: Partition) -> dict[str, Any]:
+    """The partition as it is now: its cgroups and CPUs, the tasks in it, the journal."""
+    h = p.hierarchy
+    exists = p.path(p.rt).is_dir()
+    tasks_file = "tasks" if p.version == 1 else "cgroup.procs"
+    rt_tasks = members(p.root, f"{p.rt}/{tasks_file}") if exists else []
+    listed = []
+    for tid in rt_tasks[:MAX_LISTED]:
+        info = task_info(p.root, tid)
+        listed.append({"id": tid, "comm": info[0] if info else None})
+    if p.version == 2:
+        state = _read(p, f"{p.rt}/cpuset.cpus.partition")
+    else:
+        excl = _read(p, f"{p.rt}/cpuset.cpu_exclusive")
+        bal = _read(p, f"{p.rt}/cpuset.sched_load_balance")
+        state = None if excl is None else f"cpu_exclusive {excl}, sched_load_balance {bal}"
+    changes = status(p)
+    counts: dict[str, int] = {}
+    for o in changes:
+        counts[o.state] = counts.get(o.state, 0) + 1
+    refused = [e for e in p.journal.entries if e.state == REFUSED]
+    hk_tasks = len(members(p.root, f"{p.hk}/tasks")) if p.hk and p.path(p.hk).is_dir() else None
+    return {
+        **p.meta(),
+        "cgroup": f"cgroup v{p.version}",
+        "root": str(p.root),
+        "exists": exists,
+        "rt_path": f"/{p.rt}",
+        "hk_path": f"/{p.hk}" if p.hk else None,
+        "cpus_effective": _read(p, f"{p.rt}/{h.effective_cpus}") if exists else None,
+        "state": state,
+        "tasks": len(rt_tasks),
+        "tasks_listed": listed,
+        "hk_tasks": hk_tasks,
+        "journal": str(p.journal.path),
+        "created_utc": p.journal.header.get("created_utc"),
+        "changes": counts,
+        "changed_by_others": [o.to_dict() for o in changes if o.state == FOREIGN],
+        "refused": len(refused),
+        "cgroups": [f"/{d}" for d in created_dirs(p)],
+    }
+
+
+def _read(p: Partition, rel: str) -> str | None:
+    try:
+        return p.path(rel).read_text(errors="replace").strip()
+    except OSError:
+        return None
+
+
+def _live(p: Partition, what: str) -> None:
+    if p.root != LIVE:
+        raise UserError(f"{what}: partition {p.name!r} was made under {p.root}, not this system")
+    if not p.path(p.rt).is_dir():
+        raise UserError(f"{what}: /{p.rt} is gone; `rtlab partition undo --name {p.name}` "
+                        "clears the journal")  # fmt: skip
+
+
+def join(p: Partition) -> None:
+    """Move the calling process (every thread of it) into the real-time cgroup."""
+    _live(p, "partition run")
+    try:
+        write_id(p.path(p.procs), 0)  # 0: the writing process
+    except OSError as e:
+        why = e.strerror or str(e)
+        raise UnsupportedError(f"partition run: cannot join /{p.procs} ({why})") from None
+
+
+# --- rtlab run --partition ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How the probe of one case runs in a partition."""
+
+    partition: Partition
+    start_in: str  # the cgroup.procs file (absolute) the probe process starts in
+    args: tuple[str, ...]  # probe options
+
+    def describe(self) -> str:
+        p = self.partition
+        cpus = format_cpulist(p.rt_cpus)
+        if p.version == 1:
+            return (f"partition {p.name} (cgroup v1 cpuset /{p.rt}, CPUs {cpus}): the probe "
+                    f"starts in /{p.hk}, each measuring thread joins /{p.rt}; loads stay on "
+                    f"the housekeeping CPUs {format_cpulist(p.hk_cpus)}")  # fmt: skip
+        back = self.args[-1].rsplit("/", 1)[0]
+        return (f"partition {p.name} (cgroup v2 /{p.rt}, CPUs {cpus}): the probe starts in "
+                f"it, each load moves to {back} (housekeeping CPUs)")  # fmt: skip
+
+
+def placement(p: Partition) -> Placement:
+    _live(p, "--partition")
+    if p.version == 1:
+        assert p.hk is not None
+        return Placement(p, f"/{p.hk}/cgroup.procs", ("--thread-cgroup", f"/{p.rt}/tasks"))
+    h = p.hierarchy
+    own = (cgroup_of(LIVE, "self", h) or "/").strip("/")
+    if own == p.rt[len(p.mount) :].strip("/"):
+        own = ""  # rtlab itself runs in the partition: the loads go to the root cgroup
+    return Placement(p, f"/{p.procs}", ("--load-cgroup", "/" + h.rel(own, "cgroup.procs")))
+
+
+def _pinned(case) -> list[int]:
+    return cpulist(case.params.get("cpus_resolved"))
+
+
+def _loads_on(case, cpus: set[int]) -> list[str]:
+    args = case.args
+    specs = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--load"]
+    out = []
+    for spec in specs:
+        m = LOAD_CPUS.search(spec)
+        if m and set(cpulist(m.group(1))) & cpus:
+            out.append(spec)
+    return out
+
+
+def place_cases(cases: list, name: str | None, notes: list[str]) -> list[Placement]:
+    """Mark the cases that run in a partition (params["partition"]); a note per partition.
+
+    NAME given: every case, and a case that pins CPUs outside the partition's real-time
+    CPUs, or a load onto them, is bad input. No NAME: the cases pinned inside an existing
+    rtlab partition (e.g. cpus = "isolated" resolved to it) run there, the others as usual.
+    """
+    if name is not None:
+        p = load(name)
+        pl = placement(p)
+        rt = set(p.rt_cpus)
+        for c in cases:
+            cpus = _pinned(c)
+            if cpus and not set(cpus) <= rt:
+                raise UserError(f"--partition {name}: case {c.index} ({c.series}: {c.name}) "
+                                f"measures on CPUs {format_cpulist(cpus)}, not on the "
+                                f"partition's real-time CPUs {format_cpulist(rt)}")  # fmt: skip
+            _refuse_loads(c, rt, name)
+            c.params["partition"] = name
+        notes.append(f"measured in {pl.describe()}")
+        return [pl]
+    used = []
+    for n in names():
+        try:
+            p = load(n)
+            pl = placement(p)
+        except UserError:
+            continue  # a tree's partition, or one whose cgroup is gone
+        rt = set(p.rt_cpus)
+        mine = [c for c in cases if (cpus := _pinned(c)) and set(cpus) <= rt]
+        for c in mine:
+            if not c.params.get("partition"):
+                _refuse_loads(c, rt, n)
+                c.params["partition"] = n
+        if mine:
+            used.append(pl)
+            notes.append(f"cases pinned to its CPUs measured in {pl.describe()}")
+    return used
+
+
+def _refuse_loads(case, rt: set[int], name: str) -> None:
+    bad = _loads_on(case, rt)
+    if bad:
+        raise UserError(f"partition {name}: case {case.index} ({case.series}: {case.name}) "
+                        f"pins load {bad[0]!r} onto the real-time CPUs {format_cpulist(rt)}; "
+                        "loads run on the housekeeping CPUs")  # fmt: skip
+
+
+def partition_runner(cases: list, probe_runner: Callable | None = None) -> Callable:
+    """The probe runner for run_cases: PROBE_RUNNER (default run_probe), starting the cases
+    marked by place_cases in their partition. UserError when a partition is gone."""
+    if probe_runner is None:
+        from rtlab.probe import run_probe as probe_runner
+    by_slug = {c.slug: c.params["partition"] for c in cases if c.params.get("partition")}
+    if not by_slug:
+        return probe_runner
+    placements = {n: placement(load(n)) for n in sorted(set(by_slug.values()))}
+
+    def run(args: list[str], doc: Path, on_progress=None):
+        pl = placements.get(by_slug.get(Path(doc).stem, ""))
+        if pl is None:
+            return probe_runner(args, doc, on_progress)
+        return probe_runner([*args, *pl.args], doc, on_progress, cgroup=pl.start_in)
+
+    return run

@@ -1,0 +1,184 @@
+"""`rtlab import probe`: documents made by hand with rtlab-probe (several meters and
+schemas, raw files, a sysinfo document) become one stored experiment; a bad one stores
+nothing."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .probe.conftest import probe_path
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> dict[str, Path]:
+    """Documents of two meters (wakeup with raw files of two threads), and a sysinfo."""
+    d = tmp_path_factory.mktemp("board")
+    probe = str(probe_path())
+    common = ["--allow-fallback", "--quiet", "--policy", "other"]
+    wakeup = [
+        "wakeup", "--loops", "200", "--interval", "200us", "--threads", "2",
+        "--raw", str(d / "w.raw"), "--json", str(d / "w.json"), "--deadline", "1s",
+    ]  # fmt: skip
+    noise = ["noise", "--duration", "100ms", "--cpus", "0", "--json", str(d / "n.json")]
+    for args in (wakeup, noise):
+        subprocess.run([probe, *args, *common], check=True, timeout=60)
+    subprocess.run([probe, "sysinfo", "--json", str(d / "s.json")], check=True, timeout=60)
+    return {"dir": d, "w": d / "w.json", "n": d / "n.json", "sysinfo": d / "s.json"}
+
+
+def _experiments(results: Path) -> list[Path]:
+    if not results.exists():
+        return []
+    return [p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")]
+
+
+def _import(rtlab, results: Path, *args) -> tuple[int, str, str]:
+    return rtlab("import", "probe", *map(str, args), "--results", str(results))
+
+
+def _older(doc: dict, schema: int) -> dict:
+    """DOC written back as an older probe wrote it (the reverse of the migration)."""
+    old = copy.deepcopy(doc)
+    old.pop("explain", None)
+    old.pop("spikes", None)
+    if schema <= 2:
+        for t in old["threads"]:
+            t["lost"] = t.pop("raw_lost")
+    if schema == 1:
+        old["threshold_exceeded"] = old.pop("deadline_exceeded")
+        old["params"]["threshold_ns"] = old["params"].pop("deadline_ns")
+    old["schema"] = schema
+    return old
+
+
+def test_documents_of_two_meters_raw_files_and_sysinfo(rtlab, made, tmp_path):
+    results = tmp_path / "results"
+    rc, out, err = rtlab(
+        "import", "probe", str(made["w"]), str(made["n"]), "--sysinfo", str(made["sysinfo"]),
+        "--results", str(results), "--json",
+    )  # fmt: skip
+    assert rc == 0, err
+    summary = json.loads(out)
+    exp = Path(summary["path"])
+    assert summary["cases"] == 2
+    manifest = json.loads((exp / "experiment.json").read_text())
+    assert manifest["source"] == "import:probe" and manifest["complete"]
+    assert [(c["series"], c["name"]) for c in manifest["cases"]] == [
+        ("wakeup", "w.json"),
+        ("noise", "n.json"),
+    ]
+    assert manifest["deadline_ns"] is None  # only one document had --deadline
+    doc = json.loads((exp / "cases" / "000.json").read_text())
+    assert [t["raw_file"] for t in doc["threads"]] == ["000.raw.0", "000.raw.1"]
+    assert doc["import"]["format"] == "rtlab-probe" and doc["import"]["raw_missing"] == []
+    for i in (0, 1):
+        assert (exp / "cases" / f"000.raw.{i}").read_bytes() == (
+            made["dir"] / f"w.raw.{i}"
+        ).read_bytes()
+    # the board's fingerprint and audit come from its sysinfo document
+    system = json.loads((exp / "system.json").read_text())
+    sysinfo = json.loads(made["sysinfo"].read_text())
+    assert system["hostname"] == sysinfo["uname"]["nodename"] and system["imported"]
+    assert system["kernel_release"] == sysinfo["uname"]["release"]
+    audit = json.loads((exp / "audit.json").read_text())
+    assert audit["findings"] and audit["facts"]
+    # the raw samples are used: exact statistics
+    rc, out, err = rtlab("show", exp.name, "--results", str(results), "--json")
+    assert rc == 0, err
+    rows = {r["label"]: r for r in json.loads(out)["rows"]}
+    assert rows["w.json"]["exact"] is True and rows["w.json"]["count"] == 400
+
+
+@pytest.mark.parametrize("schema", [1, 2, 3])
+def test_older_schemas_are_migrated(rtlab, made, tmp_path, schema):
+    doc = json.loads(made["w"].read_text())
+    for t in doc["threads"]:
+        t["raw_file"] = None
+    path = tmp_path / f"v{schema}.json"
+    path.write_text(json.dumps(_older(doc, schema)))
+    rc, _, err = _import(rtlab, tmp_path / "results", path, "--name", "old")
+    assert rc == 0, err
+    (exp,) = _experiments(tmp_path / "results")
+    stored = json.loads((exp / "cases" / "000.json").read_text())
+    assert stored["schema"] == 4 and stored["import"]["schema"] == schema
+    assert stored["deadline_exceeded"] is False and stored["params"]["deadline_ns"] == 10**9
+    assert "raw_lost" in stored["threads"][0] and stored["spikes"] == []
+    manifest = json.loads((exp / "experiment.json").read_text())
+    assert manifest["deadline_ns"] == 10**9  # the document's own --deadline
+    assert json.loads((exp / "system.json").read_text())["imported"] is True
+
+
+def test_a_raw_file_not_found_is_left_out_with_a_note(rtlab, made, tmp_path):
+    doc = json.loads(made["w"].read_text())
+    doc["threads"][1]["raw_file"] = "/nonexistent/elsewhere.raw.1"
+    (tmp_path / "w.json").write_text(json.dumps(doc))  # w.raw.0 is not beside it either
+    os.link(made["dir"] / "w.raw.0", tmp_path / "w.raw.0")
+    rc, _, err = _import(rtlab, tmp_path / "results", tmp_path / "w.json")
+    assert rc == 0, err
+    assert "elsewhere.raw.1 not found: imported without raw samples" in err
+    (exp,) = _experiments(tmp_path / "results")
+    stored = json.loads((exp / "cases" / "000.json").read_text())
+    assert [t["raw_file"] for t in stored["threads"]] == ["000.raw.0", None]
+    assert stored["import"]["raw_missing"] == ["/nonexistent/elsewhere.raw.1"]
+
+
+def _bad_docs(made, tmp_path) -> list[tuple[Path, str]]:
+    w = json.loads(made["w"].read_text())
+    cases: list[tuple[str, object, str]] = [
+        ("sysinfo.json", json.loads(made["sysinfo"].read_text()), "give it with --sysinfo"),
+        ("load.json", {"schema": 1, "tool": "rtlab-probe", "loads": []}, "rtlab-probe load"),
+        ("newer.json", {**w, "schema": 99}, "schema 99 is newer"),
+        ("nometer.json", {k: v for k, v in w.items() if k != "meter"}, "no 'meter'"),
+        ("list.json", [1, 2], "not a JSON object"),
+        ("count.json", {**w, "threads": [{**w["threads"][0], "count": "many"}]}, "count"),
+    ]
+    out = []
+    for name, doc, why in cases:
+        (tmp_path / name).write_text(json.dumps(doc))
+        out.append((tmp_path / name, why))
+    (tmp_path / "broken.json").write_text('{"schema": 4, ')
+    out.append((tmp_path / "broken.json", "not valid JSON"))
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    out.append((fifo, "a FIFO"))
+    # raw files that do not belong to the document
+    for name, thread, cut, why in (
+        ("swapped", 1, 0, "raw file of thread 0, but"),
+        ("truncated", 0, 8, "a truncated copy"),
+    ):
+        d = tmp_path / name
+        d.mkdir()
+        raw = (made["dir"] / "w.raw.0").read_bytes()
+        (d / f"w.raw.{thread}").write_bytes(raw[: len(raw) - cut])
+        doc = copy.deepcopy(w)
+        doc["threads"][1 - thread]["raw_file"] = None
+        doc["threads"][thread]["raw_file"] = f"w.raw.{thread}"  # beside the document
+        (d / "w.json").write_text(json.dumps(doc))
+        out.append((d / "w.json", why))
+    return out
+
+
+def test_bad_documents_store_nothing(rtlab, made, tmp_path):
+    results = tmp_path / "results"
+    for path, why in _bad_docs(made, tmp_path):
+        rc, _, err = _import(rtlab, results, made["n"], path)
+        assert rc == 2, (path, err)
+        assert why in err and err.count("\n") == 1 and err.startswith("rtlab: "), (path, err)
+        assert not _experiments(results)
+
+
+def test_bad_options(rtlab, made, tmp_path):
+    results = tmp_path / "results"
+    rc, _, err = _import(rtlab, results, made["w"], made["n"], "--series", "one")
+    assert rc == 2 and "several meters (noise, wakeup)" in err
+    rc, _, err = _import(rtlab, results, made["w"], "--sysinfo", made["w"])
+    assert rc == 2 and "not a sysinfo document" in err
+    rc, _, err = _import(rtlab, results, made["w"], "--sysinfo", made["sysinfo"], "--this-system")
+    assert rc == 2 and "exclude each other" in err
+    assert not _experiments(results)

@@ -1,0 +1,248 @@
+"""pWCET (rtlab.analysis.pwcet): estimates on known tails, a refusal for each broken gate,
+reproducibility, monotonicity in p, operational terms and the --fail-if grammar.
+
+Fits take about a second each, so the data sets are small and fitted once per module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from rtlab.analysis import (
+    fit_tail,
+    once_per,
+    p_text,
+    parse_fail_if,
+    parse_probability,
+    parse_rate,
+    period_text,
+    pwcet,
+    refused_fit,
+)
+from rtlab.errors import UserError
+
+TAU, U_SCALE = 0.01, 20_000.0
+
+
+def known_tail(xi: float, n: int, seed: int) -> tuple[np.ndarray, float]:
+    """N samples: a gamma body (mean 20 µs) below its 99th percentile u0, u0 + GPD(xi,
+    20 µs) above; and u0."""
+    rng = np.random.default_rng(seed)
+    body = stats.gamma(4.0, scale=5_000.0)
+    u0 = float(body.ppf(1 - TAU))
+    tail = rng.random(n) < TAU
+    x = np.empty(n)
+    x[~tail] = body.ppf(rng.random(int((~tail).sum())) * (1 - TAU))
+    x[tail] = u0 + stats.genpareto.ppf(rng.random(int(tail.sum())), xi, scale=U_SCALE)
+    return np.round(x).astype(np.int64), u0
+
+
+def true_quantile(xi: float, u0: float, p: float) -> float:
+    return u0 + float(stats.genpareto.isf(p / TAU, xi, scale=U_SCALE))
+
+
+@pytest.fixture(scope="module")
+def known():
+    x, u0 = known_tail(-0.1, 50_000, 7)
+    return x, u0, fit_tail(x)
+
+
+def test_estimate_on_a_known_tail(known):
+    x, u0, fit = known
+    e = fit.estimate(1e-9)
+    assert e.refused is None
+    assert e.method == "pot"
+    assert e.lo_ns <= e.value_ns <= e.hi_ns
+    truth = true_quantile(-0.1, u0, 1e-9)
+    assert 0.7 * truth < e.value_ns < 1.3 * truth
+    assert e.params["distribution"] == "genpareto"
+    assert e.params["threshold_ns"] > np.percentile(x, 90)  # chosen in the tail, reported
+    assert e.samples == x.size and e.p == 1e-9 and e.confidence == 0.9
+    assert all(g.passed for g in e.gates)
+    names = {(g.method, g.name) for g in e.gates}
+    for name in ("samples", "independence", "trend", "trend-rate", "halves", "halves-rate"):
+        assert (None, name) in names
+    for method in ("pot", "block-maxima"):
+        for name in ("independence", "fit"):
+            assert (method, name) in names
+    d = e.to_dict()
+    assert d["value_ns"] == e.value_ns and len(d["gates"]) == len(e.gates)
+    assert all(g["p_value"] is None or 0 <= g["p_value"] <= 1 for g in d["gates"])
+
+
+def test_exceedance_inverts_the_quantile(known):
+    x, _, fit = known
+    e = fit.estimate(1e-7)
+    exc = fit.exceedance(e.value_ns)
+    assert exc.method == "pot"
+    assert exc.prob == pytest.approx(1e-7, rel=1e-6)
+    assert exc.lo <= exc.prob <= exc.hi
+    low = fit.exceedance(float(np.median(x)))  # below the threshold: the count itself
+    assert low.method == "empirical"
+    assert low.prob == np.count_nonzero(x > np.median(x)) / x.size
+    assert low.lo <= low.prob <= low.hi
+
+
+def test_block_maxima_alone(known):
+    x, _, _ = known
+    e = pwcet(x, 1e-9, method="block-maxima")
+    assert e.refused is None and e.method == "block-maxima"
+    assert e.params["distribution"] == "genextreme"
+    assert e.params["blocks"] >= 30 and e.params["block"] * e.params["blocks"] <= x.size
+    assert e.lo_ns <= e.value_ns <= e.hi_ns
+    assert {g.method for g in e.gates} == {None, "block-maxima"}
+
+
+def test_same_seed_same_estimate(known):
+    x, _, fit = known
+    a = pwcet(x, 1e-9, seed=0)
+    b = fit.estimate(1e-9)  # the fixture's fit, same default seed
+    assert a == b  # every field, gates and their bootstrap p-values included
+    c = pwcet(x, 1e-9, seed=5)
+    assert c.value_ns == a.value_ns  # the fit itself does not depend on the seed
+    assert [g.p_value for g in c.gates if g.name != "fit"] == [
+        g.p_value for g in a.gates if g.name != "fit"
+    ]
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.floats(-12, -4), st.floats(0.05, 3))
+def test_estimate_is_monotone_in_p(known, log_p, gap):
+    _, _, fit = known
+    p_small, p_large = 10**log_p, 10 ** min(log_p + gap, -3.5)
+    small, large = fit.estimate(p_small), fit.estimate(p_large)
+    assert small.refused is None and large.refused is None
+    assert small.value_ns >= large.value_ns
+    assert small.hi_ns >= large.hi_ns * (1 - 1e-6)
+
+
+def test_refuses_a_trend():
+    x, _ = known_tail(-0.1, 20_000, 1)
+    e = pwcet((x * np.linspace(1.0, 2.0, x.size)).astype(np.int64), 1e-9)
+    assert e.value_ns is None and e.lo_ns is None and e.hi_ns is None
+    assert e.refused.startswith("not stationary")
+    assert any(g.name.startswith("trend") and not g.passed for g in e.gates)
+
+
+def test_refuses_strong_autocorrelation():
+    rng = np.random.default_rng(3)
+    a = np.empty(20_000)
+    a[0] = 0.0
+    e = rng.standard_normal(a.size)
+    for i in range(1, a.size):
+        a[i] = 0.95 * a[i - 1] + e[i]
+    est = pwcet((20_000 + 3_000 * a).astype(np.int64), 1e-9)
+    assert est.value_ns is None
+    assert est.refused.startswith("not independent")
+    failed = [g for g in est.gates if not g.passed]
+    assert failed[0].name == "independence" and failed[0].p_value < 0.01
+
+
+def test_refuses_too_few_samples():
+    x, _ = known_tail(-0.1, 500, 2)
+    e = pwcet(x, 1e-9)
+    assert e.value_ns is None
+    assert e.refused.startswith("too few samples")
+    assert [g.name for g in e.gates] == ["samples"]
+
+
+def test_refuses_a_bimodal_tail():
+    rng = np.random.default_rng(0)
+    x = stats.gamma(4, scale=5_000).rvs(20_000, random_state=rng)
+    x[rng.choice(x.size, 400, replace=False)] = rng.normal(200_000, 3_000, 400)
+    x[rng.choice(x.size, 30, replace=False)] = rng.normal(1_000_000, 5_000, 30)
+    e = pwcet(x.astype(np.int64), 1e-9)
+    assert e.value_ns is None
+    failed = [g for g in e.gates if not g.passed]
+    assert {g.method for g in failed} == {"pot", "block-maxima"}
+    assert all(g.name in ("fit", "shape") for g in failed)
+    assert "fit" in e.refused
+
+
+def test_refused_fit_and_bad_arguments():
+    e = refused_fit("no raw samples").estimate(1e-9)
+    assert e.refused == "no raw samples" and e.value_ns is None and e.gates == ()
+    assert refused_fit("why").exceedance(1e5).refused == "why"
+    x, _ = known_tail(0.0, 2_000, 1)
+    for bad in (0.0, 1.0, -1e-9):
+        with pytest.raises(UserError):
+            pwcet(x, bad)
+    with pytest.raises(UserError):
+        pwcet(x, 1e-9, method="bayes")
+    with pytest.raises(UserError):
+        pwcet(np.array([1.0, math.nan] * 1000), 1e-9)
+
+
+def test_predict_max_interval(known):
+    _, _, fit = known
+    lo, hi, method = fit.predict_max(1_000_000)
+    assert method == "pot" and 0 < lo < fit.estimate(1e-6).value_ns < hi
+
+
+def test_operational_terms():
+    assert parse_probability("1e-9") == 1e-9
+    assert parse_probability("10y", 1000.0) == pytest.approx(1 / (10 * 365.25 * 86400 * 1000))
+    assert parse_probability("1000h", 500.0) == pytest.approx(1 / (1000 * 3600 * 500))
+    assert parse_probability("3d") == pytest.approx(1 / (3 * 86400 * 1000))
+    for bad in ("0", "1.5", "soon", "10 parsecs", "-1e-9"):
+        with pytest.raises(UserError):
+            parse_probability(bad)
+    assert parse_rate("1kHz") == parse_rate("1000") == parse_rate("1ms") == 1000.0
+    assert parse_rate("2.5 khz") == 2500.0 and parse_rate("1MHz") == 1e6
+    with pytest.raises(UserError):
+        parse_rate("fast")
+    assert once_per(1e-9, 1000.0) == "once per 11.6 days at 1 kHz"
+    assert once_per(3.17e-12) == "once per 10 years at 1 kHz"
+    assert period_text(5400) == "1.5 hours" and period_text(0.25) == "250 ms"
+    assert p_text(1e-9) == "1e-9" and p_text(2.5e-12) == "2.5e-12" and p_text(0.01) == "0.01"
+
+
+def test_fail_if_pwcet_grammar_and_check(known):
+    t = parse_fail_if("pwcet(1e-9)>100us")
+    assert (t.metric, t.kind, t.value, t.p) == ("pwcet", "absolute", 100_000.0, 1e-9)
+    assert parse_fail_if("pwcet(10y)>1.2x", 500.0).p == pytest.approx(
+        1 / (10 * 365.25 * 86400 * 500)
+    )
+    assert parse_fail_if(" pwcet ( 1e-6 ) > +10% ").kind == "ratio"
+    assert parse_fail_if("p99>1.2x").p is None
+    for bad in ("pwcet(2)>1us", "pwcet()>1x", "pwcet(1e-9)>", "pwcet 1e-9>1us"):
+        with pytest.raises(UserError):
+            parse_fail_if(bad)
+    _, _, fit = known
+    e = fit.estimate(1e-9)
+    below, above = e.lo_ns * 0.5, e.hi_ns * 2
+    assert parse_fail_if(f"pwcet(1e-9)>{above:.0f}ns").check_pwcet(e, e)[0] is False
+    # a fixed limit is held against the upper end of the interval, not the estimate
+    limit = (e.value_ns + e.hi_ns) / 2
+    exceeded, text = parse_fail_if(f"pwcet(1e-9)>{limit:.0f}ns").check_pwcet(e, e)
+    assert exceeded and "upper end" in text
+    assert parse_fail_if(f"pwcet(1e-9)>{below:.0f}ns").check_pwcet(e, e)[0] is True
+    assert parse_fail_if("pwcet(1e-9)>1.01x").check_pwcet(e, e)[0] is False
+    no = dataclasses.replace(e, value_ns=None, lo_ns=None, hi_ns=None, refused="why")
+    exceeded, text = parse_fail_if("pwcet(1e-9)>1s").check_pwcet(e, no)
+    assert exceeded and "why" in text
+
+
+def test_fits_match_scipy_stats():
+    """The vectorised MLEs reach scipy.stats' own maximum (or a higher one)."""
+    from rtlab.analysis._pwcet_fit import gev_fit, gev_loglik, gpd_fit_many
+
+    rng = np.random.default_rng(11)
+    for xi in (-0.3, 0.0, 0.3):
+        y = stats.genpareto.rvs(xi, scale=2.0, size=800, random_state=rng)
+        fxi, fsigma, fll = (float(v[0]) for v in gpd_fit_many(y))
+        c, _, s = stats.genpareto.fit(y, floc=0)
+        assert fll >= stats.genpareto.logpdf(y, c, 0, s).sum() - 1e-6
+        assert fxi == pytest.approx(c, abs=0.01) and fsigma == pytest.approx(s, rel=0.01)
+        m = stats.genextreme.rvs(-xi, loc=0.0, scale=1.0, size=300, random_state=rng)
+        mu, sigma, gxi, gll = gev_fit(m)
+        assert gll == pytest.approx(gev_loglik(m, mu, sigma, gxi))
+        c, loc, scale = stats.genextreme.fit(m)  # scipy's shape is -xi
+        assert gll >= stats.genextreme.logpdf(m, c, loc, scale).sum() - 1e-6
