@@ -65,7 +65,8 @@ void progress_write(struct run *r, const char *phase)
 	jw_arr_begin(w);
 	for (int i = 0; r->th && i < r->nthreads; i++) {
 		const struct mthread *t = &r->th[i];
-		uint64_t n = MT_GET(t, count);
+		/* misses first: a sample counts before it can be a miss, so misses <= count */
+		uint64_t misses = MT_GET(t, misses), n = MT_GET(t, count);
 
 		jw_obj_begin(w);
 		jw_key(w, "cpu");
@@ -82,7 +83,7 @@ void progress_write(struct run *r, const char *phase)
 				jw_kint(w, "p99_ns", hist_quantile(t->hist, 0.99, mn, mx));
 		}
 		if (r->c.deadline_set)
-			jw_kuint(w, "misses", MT_GET(t, misses));
+			jw_kuint(w, "misses", misses < n ? misses : n);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
