@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "tracefs.h"
+#include "xtrace.h"
 
 /* /proc/mounts escapes space, tab, newline and backslash as \ooo. */
 static void unescape_mount(const char *s, char *out, size_t len)
@@ -252,18 +253,6 @@ int tracefs_cpu_lost(const struct tracefs_instance *in, int cpu, uint64_t *lost)
 	return rc;
 }
 
-/* Last occurrence of NEEDLE in HAY, or NULL. */
-static const char *find_last(const char *hay, const char *needle)
-{
-	const char *last = NULL, *p = hay;
-
-	while ((p = strstr(p, needle))) {
-		last = p;
-		p++;
-	}
-	return last;
-}
-
 /* The integer right after KEY at P (KEY included in P). */
 static int int_after(const char *p, const char *key, long *out)
 {
@@ -276,50 +265,29 @@ static int int_after(const char *p, const char *key, long *out)
 	return errno || end == p + strlen(key) ? -EINVAL : 0;
 }
 
-/* "  <comm>-<pid>  [cpu] flags  SECS.FRAC: sched_switch: prev_comm=..." (format of
- * events/sched/sched_switch/format and include/trace/events/sched.h). Comms may hold
- * spaces: the numbers are found by their keys, next_pid and next_prio from the end. */
+/* One sched_switch line (format of events/sched/sched_switch/format): the line, its
+ * time and the next task as xtrace.c reads every event; prev_* read here by their keys. */
 int tracefs_parse_switch(const char *line, struct tracefs_switch *ev)
 {
-	const char *tag = strstr(line, ": sched_switch: "), *ts, *dot, *p, *next, *npid;
-	long prev_pid, prev_prio, next_pid, next_prio;
-	int64_t frac = 0, scale = 1000000000;
-	char *end;
-	long long secs;
-	size_t len;
+	const char *mark, *p = strstr(line, ": sched_switch: prev_comm=");
+	long prev_pid, prev_prio;
+	struct xev x;
+	int cpu;
 
-	if (!tag)
-		return -EINVAL;
-	for (ts = tag; ts > line && ts[-1] != ' '; ts--)
-		;
-	secs = strtoll(ts, &end, 10);
-	if (end == ts || *end != '.')
-		return -EINVAL;
-	for (dot = end + 1; dot < tag && isdigit((unsigned char)*dot) && scale > 1; dot++) {
-		scale /= 10;
-		frac += (*dot - '0') * scale;
-	}
-	ev->ts_ns = (int64_t)secs * 1000000000 + frac;
-	p = tag + strlen(": sched_switch: ");
-	if (strncmp(p, "prev_comm=", 10) || !(p = strstr(p, " prev_pid=")) ||
-	    int_after(p, " prev_pid=", &prev_pid) ||
+	if (!p || xtrace_parse(line, &x, &cpu, &mark) || x.type != XE_SWITCH ||
+	    !(p = strstr(p, " prev_pid=")) || int_after(p, " prev_pid=", &prev_pid) ||
 	    int_after(strstr(p, " prev_prio="), " prev_prio=", &prev_prio) ||
-	    !(p = strstr(p, " prev_state=")) || !(next = strstr(p, " ==> next_comm=")) ||
-	    !(npid = find_last(next, " next_pid=")) || int_after(npid, " next_pid=", &next_pid) ||
-	    int_after(find_last(npid, " next_prio="), " next_prio=", &next_prio))
+	    !(p = strstr(p, " prev_state=")))
 		return -EINVAL;
 	p += strlen(" prev_state=");
 	ev->prev_runnable = p[0] == 'R' && (p[1] == ' ' || (p[1] == '+' && p[2] == ' '));
-	next += strlen(" ==> next_comm=");
-	len = (size_t)(npid - next);
-	if (len >= sizeof(ev->next_comm))
-		len = sizeof(ev->next_comm) - 1;
-	memcpy(ev->next_comm, next, len);
-	ev->next_comm[len] = '\0';
+	ev->ts_ns = x.ts_ns;
+	snprintf(ev->next_comm, sizeof(ev->next_comm), "%.*s", (int)sizeof(ev->next_comm) - 1,
+		 x.name);
 	ev->prev_pid = (pid_t)prev_pid;
 	ev->prev_prio = (int)prev_prio;
-	ev->next_pid = (pid_t)next_pid;
-	ev->next_prio = (int)next_prio;
+	ev->next_pid = x.pid;
+	ev->next_prio = x.num;
 	return 0;
 }
 
