@@ -232,7 +232,11 @@ def hierarchy_lock(root: Path, mount: str) -> Iterator[None]:
 def _create_locked(root, h, name, rt, hk, hk_dir, where, after_mkdir) -> Created:
     fs = RootFS(root)
     for d in (h.rel(name), hk_dir):
-        if d and fs.kind_of(d) is not None:
+        try:
+            there = fs.kind_of(d) if d else None
+        except OSError as e:
+            raise UserError(f"/{d}: {e.strerror or e}") from None
+        if there is not None:
             raise UserError(f"/{d} exists already and is not rtlab's: choose another --name")
     journal = Journal.open_or_create(KIND.format(name), "/" if root == Path("/") else str(root),
                                      where)  # fmt: skip
