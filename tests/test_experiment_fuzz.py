@@ -21,6 +21,7 @@ import rtlab
 from rtlab.errors import UserError
 from rtlab.experiment import case_keys, expand, load_experiment, parse
 from rtlab.probe import load_catalog, probe_catalog
+from rtlab.probecall import probe_argv
 from rtlab.system import SysRoot
 
 from .conftest import make_root
@@ -210,7 +211,7 @@ def check_outcome(text: str, root: SysRoot, scale: float = 1.0) -> None:
         assert msg.startswith("f.toml: ") and msg.isprintable(), repr(msg)
         return
     for case in exp.cases:
-        assert all(isinstance(a, str) and "\0" not in a for a in case.args)
+        assert all(isinstance(a, str) and "\0" not in a for a in probe_argv(case.call))
         assert 0 <= case.expected_s < math.inf
         json.dumps(case.params, allow_nan=False)  # the manifest stores them
 

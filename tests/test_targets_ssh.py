@@ -18,6 +18,7 @@ import pytest
 
 import rtlab
 from rtlab.probe import find_probe, run_probe
+from rtlab.probecall import Option, Outputs, ProbeCall, probe_argv
 from rtlab.store import Store
 from rtlab.system import audit_system
 
@@ -119,12 +120,14 @@ def test_quick_preset_through_ssh_matches_a_local_run(env, rtlab):
     assert "rtlab-probe" in target["probe_version"]
     # the same structure as here: one document of the same meter, the fingerprint, the audit
     local_doc = tmp_doc = rec.path.parent / "local.json"
-    run_probe(["wakeup", "--policy", "other", "--loops", "20", "--no-mlock"], tmp_doc)
+    call = ProbeCall("wakeup", (Option("policy", "other"), Option("loops", "20")))
+    run_probe(call.adding(Option("no-mlock")), Outputs(str(tmp_doc)))
     local = json.loads(local_doc.read_text())
     for case in rec.cases:
         doc = json.loads((rec.path / case.document).read_text())
         assert set(doc) == set(local), case.name
-        assert doc["argv"][1:][: len(case.args)] == case.args
+        argv = probe_argv(case.call)
+        assert doc["argv"][1:][: len(argv)] == argv
     system, audit = audit_system()
     assert set(rec.system()) == set(system)
     stored = json.loads((rec.path / "audit.json").read_text())
@@ -230,8 +233,8 @@ def test_killed_connection_leaves_nothing_behind_and_resume_continues(env, rtlab
     assert not list(a.tmpdir.iterdir())
     # --resume reconnects to the recorded target; the minute is shortened to keep this quick
     manifest = json.loads((rec.path / "experiment.json").read_text())
-    args = manifest["cases"][1]["args"]
-    args[args.index("--duration") + 1] = "200ms"
+    options = manifest["cases"][1]["call"]["options"]
+    next(o for o in options if o["name"] == "duration")["value"] = "200ms"
     (rec.path / "experiment.json").write_text(json.dumps(manifest))
     rc, _, err = rtlab("run", "--resume", rec.id)
     assert rc == 0, err

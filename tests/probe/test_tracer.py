@@ -14,7 +14,7 @@ import pytest
 
 from rtlab.errors import UnsupportedError
 from rtlab.experiment import expand, parse, validate_with_probe
-from rtlab.probe import check_args, probe_catalog
+from rtlab.probe import check_call, probe_catalog
 from rtlab.system import SysRoot
 
 from ..conftest import make_root
@@ -272,10 +272,10 @@ def test_rtlab_run_takes_tracer_from_the_catalog(probe, tmp_path, monkeypatch):
     )
     exp = expand(parse(EXPERIMENT, "t.toml", catalog), root=root)
     (case,) = exp.cases
-    assert case.args[case.args.index("--tracer") + 1] == "timerlat"
+    assert case.call.value("tracer") == "timerlat"
     monkeypatch.setenv("RTLAB_TRACEFS", str(fake_tracefs(tmp_path, "timerlat osnoise nop")))
-    validate_with_probe(exp, lambda args: check_args(args, probe))
+    validate_with_probe(exp, lambda call: check_call(call, probe))
     monkeypatch.setenv("RTLAB_TRACEFS", str(fake_tracefs(tmp_path / "absent")))
     with pytest.raises(UnsupportedError) as e:
-        validate_with_probe(exp, lambda args: check_args(args, probe))
+        validate_with_probe(exp, lambda call: check_call(call, probe))
     assert "key 'tracer': --tracer timerlat: this kernel has no timerlat tracer" in str(e.value)
