@@ -27,6 +27,7 @@ from rtlab.probe import (
     run_probe,
 )
 
+from ._skips import skip_setup
 from .probe.conftest import probe_path
 
 FIXTURE = Path(__file__).parent / "fixtures" / "probe-list.json"
@@ -46,7 +47,7 @@ def new_probe() -> Path:
     try:
         probe_catalog(path)
     except UserError as e:
-        pytest.skip(str(e))
+        skip_setup(str(e))
     return path
 
 

@@ -11,6 +11,7 @@ from rtlab.experiment import expand, load_experiment, parse, validate_with_probe
 from rtlab.probe import Catalog, load_catalog, probe_catalog
 from rtlab.system import SysRoot
 
+from .._skips import skip_setup
 from ..conftest import make_root
 
 #: `rtlab-probe list --json`, for the tests that need no probe.
@@ -41,7 +42,7 @@ def catalog(probe) -> Catalog:
     try:
         return probe_catalog(probe)
     except UserError as e:
-        pytest.skip(str(e))
+        skip_setup(str(e))
 
 
 def load_args(args: list[str]) -> list[str]:
