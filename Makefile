@@ -11,8 +11,10 @@ CROSS   := build/aarch64
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # Debian packages the tests use (cyclictest for the import tests, chromium to render
 # the HTML report, stress-ng and iperf3 as load backends; hackbench comes with rt-tests;
-# openssh-server for the SSH target tests, which start their own sshd).
-TEST_DEBS := rt-tests chromium stress-ng iperf3 openssh-server
+# openssh-server for the SSH target tests, which start their own sshd; setpriv, unshare
+# and mount, in every full Debian, for minimal images). tests/_skips.py maps each
+# command the tests run to its package here.
+TEST_DEBS := rt-tests chromium stress-ng iperf3 openssh-server openssh-client util-linux mount
 
 .PHONY: run test install probe probe-test pytest lint debs cross-test cross-probe bench clean
 
@@ -36,8 +38,11 @@ probe: $(BUILD)/build.ninja
 run: install
 	$(VENV)/bin/rtlab run quick
 
+# A package removed but not purged is missing too (its status is not "install ok installed").
 debs:
-	@missing=""; for p in $(TEST_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(TEST_DEBS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q '^install ok installed$$' || missing="$$missing $$p"; \
+	done; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" -eq 0 ]; then \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

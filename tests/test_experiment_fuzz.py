@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from rtlab.probe import load_catalog, probe_catalog
 from rtlab.probecall import probe_argv
 from rtlab.system import SysRoot
 
+from ._skips import need_tool, skip_setup
 from .conftest import make_root
 from .probe.conftest import probe_path
 
@@ -259,7 +259,7 @@ def probe() -> Path:
     try:
         probe_catalog(path)
     except UserError as e:
-        pytest.skip(str(e))
+        skip_setup(str(e))
     return path
 
 
@@ -307,8 +307,8 @@ def test_run_check_refuses_before_anything_runs(probe, tmp_path, keys, message):
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.skipif(shutil.which("stress-ng") is None, reason="stress-ng is not installed")
 def test_run_check_asks_stress_ng_about_every_case(probe, tmp_path):
+    need_tool("stress-ng")
     text = (
         "[[series]]\nname = 's'\nloops = 10\n"
         "sweep = { load = ['stress-ng:cpu', 'stress-ng:--cpu 1 --no-such-option'] }\n"

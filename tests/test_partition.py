@@ -26,6 +26,8 @@ from rtlab.tune._partition import create, load, undo_changes
 from rtlab.tune._partition_use import Placement, place_cases, show
 from tests.conftest import make_root
 
+from ._skips import skip_setup
+
 PF_KTHREAD, PF_NO_SETAFFINITY = 0x00200000, 0x04000000
 INTERRUPTS = "           CPU0       CPU1       CPU2       CPU3\n 10:  1  2  3  4   IO-APIC  eth0\n"
 COMMON = {
@@ -412,11 +414,11 @@ def _probe_with_cgroup_options():
     try:
         probe = find_probe()
     except UserError as e:
-        pytest.skip(f"rtlab-probe not found: {e}")
+        skip_setup(f"rtlab-probe not found: {e}")
     doc = json.loads(subprocess.run([str(probe), "list", "--json"], capture_output=True,
                                     text=True, timeout=30).stdout)  # fmt: skip
     if "thread-cgroup" not in {o["name"] for o in doc["common_options"]}:
-        pytest.skip("the rtlab-probe found is an older build without --thread-cgroup")
+        skip_setup("the rtlab-probe found is an older build without --thread-cgroup")
     return probe
 
 
@@ -462,7 +464,7 @@ def test_run_probe_refuses_a_cgroup_it_cannot_start_in(tmp_path):
     try:
         find_probe()
     except UserError as e:
-        pytest.skip(f"rtlab-probe not found: {e}")
+        skip_setup(f"rtlab-probe not found: {e}")
     missing = tmp_path / "gone" / "cgroup.procs"
     with pytest.raises(UnsupportedError, match=f"cannot start the probe in {missing} \\(No such"):
         call = ProbeCall("wakeup", (Option("loops", "1"),))

@@ -29,6 +29,7 @@ from rtlab.probe import (
 )
 from rtlab.probecall import Option, Outputs, ProbeCall
 
+from ._skips import skip_setup
 from .probe.conftest import probe_path
 
 FIXTURE = Path(__file__).parent / "fixtures" / "probe-list.json"
@@ -48,7 +49,7 @@ def new_probe() -> Path:
     try:
         probe_catalog(path)
     except UserError as e:
-        pytest.skip(str(e))
+        skip_setup(str(e))
     return path
 
 

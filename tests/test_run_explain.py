@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
-
-from .conftest import is_root
 
 MIXED = """
 [experiment]
@@ -64,10 +61,7 @@ def test_bad_explain_values_exit_2(rtlab, value):
     assert rc == 2 and err.count("\n") == 1
 
 
-@pytest.mark.skipif(
-    not is_root() or not Path("/sys/kernel/tracing/instances").is_dir(),
-    reason="needs root and tracefs",
-)
+@pytest.mark.usefixtures("tracefs")  # as root, mounted when it is not
 def test_explained_run_is_stored_and_explained(rtlab, tmp_path):
     toml = tmp_path / "explained.toml"
     toml.write_text(EXPLAINED.format(cpu=os.cpu_count() - 1))

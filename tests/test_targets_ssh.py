@@ -22,19 +22,18 @@ from rtlab.probecall import Option, Outputs, ProbeCall, probe_argv
 from rtlab.store import Store
 from rtlab.system import audit_system
 
+from ._skips import skip_setup
 from ._sshd import (
     alive,
     client_home,
     descendants,
     free_port,
     keygen,
+    need_sshd,
     parent,
-    sshd_unavailable,
     start_sshd,
     wait_until,
 )
-
-pytestmark = pytest.mark.skipif(sshd_unavailable() is not None, reason=str(sshd_unavailable()))
 
 SRC = Path(rtlab.__file__).resolve().parents[1]  # the rtlab under test, for its processes
 SRC_TREE = str(SRC) not in site.getsitepackages()  # run from the source tree (PYTHONPATH)
@@ -70,6 +69,19 @@ duration = "60s"
 settle = "100ms"
 sweep = { forkcopy = [2] }
 """
+
+
+@pytest.fixture(scope="session", autouse=True)  # session: before the module's servers start
+def _sshd_here() -> None:
+    need_sshd()
+
+
+def need_labgrid() -> None:
+    __tracebackhide__ = True
+    try:
+        import labgrid  # noqa: F401
+    except ImportError:
+        skip_setup("labgrid is not installed (the test extra of `make install` has it)")
 
 
 @pytest.fixture(scope="module")
@@ -307,7 +319,7 @@ def test_host_keys_are_checked_and_accepted_only_when_new(env, rtlab, tmp_path):
 
 
 def test_labgrid_ssh_driver_and_power(env, rtlab, tmp_path, monkeypatch):
-    pytest.importorskip("labgrid", reason="labgrid is not installed (pip install 'rtlab[labgrid]')")
+    need_labgrid()
     home, (a, _), results = env
     power = tmp_path / "power"
     config = tmp_path / "lg.yaml"
@@ -346,14 +358,14 @@ def test_local_probe_is_the_native_choice():
 def _tool(name: str) -> str:
     path = Path(sys.executable).parent / name
     if not path.exists():
-        pytest.skip(f"no {name} beside this Python (labgrid not installed here)")
+        skip_setup(f"no {name} beside this Python (labgrid, the test extra of `make install`)")
     return str(path)
 
 
 def test_labgrid_place_of_a_coordinator(env, rtlab, tmp_path, monkeypatch):
     """labgrid:PLACE without $LG_ENV: the coordinator's place, its exported NetworkService
     (this server), reached through labgrid's SSHDriver with the target's identity."""
-    pytest.importorskip("labgrid", reason="labgrid is not installed (pip install 'rtlab[labgrid]')")
+    need_labgrid()
     home, (a, _), _results = env
     coordinator = f"127.0.0.1:{free_port()}"
     monkeypatch.setenv("LG_COORDINATOR", coordinator)

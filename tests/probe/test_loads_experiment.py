@@ -12,6 +12,7 @@ from rtlab.probe import Catalog, load_catalog, probe_catalog
 from rtlab.system import SysRoot
 from rtlab.targets import LocalTarget
 
+from .._skips import skip_setup
 from ..conftest import make_root
 
 #: `rtlab-probe list --json`, for the tests that need no probe.
@@ -42,7 +43,7 @@ def catalog(probe) -> Catalog:
     try:
         return probe_catalog(probe)
     except UserError as e:
-        pytest.skip(str(e))
+        skip_setup(str(e))
 
 
 def load_args(case) -> list[str]:
