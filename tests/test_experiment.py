@@ -248,6 +248,56 @@ def test_tracer_is_a_key_of_wakeup_and_noise(tmp_path):
         one_case(tmp_path, "meter = 'periodic'\ntracer = 'timerlat'\n")
 
 
+MECHANISMS = (
+    "nanosleep-abs, nanosleep-rel, busy-poll, setitimer, posix-timer-signal, "
+    "posix-timer-thread, timerfd, condvar, deadline"
+)
+
+
+def test_choice_options_come_with_their_words():
+    """`list --json` describes a choice with its words; the key takes exactly those."""
+    o = catalog().option("periodic", "mechanism")
+    assert o is not None and o.type == "choice" and ", ".join(o.choices) == MECHANISMS
+    assert catalog().option("pagefault", "protect").choices == (
+        "none",
+        "mlock",
+        "prefault",
+        "mlock+prefault",
+    )
+    assert catalog().option("wakeup", "interval").choices == ()  # not a choice
+    (k,) = case_keys(catalog())["mechanism"]
+    assert k.kind == "choice" and k.choices == o.choices
+
+
+def test_choice_values_are_checked_before_anything_runs(tmp_path):
+    (case,) = expand(
+        parse_(ONE + "meter = 'periodic'\nsweep = { mechanism = ['timerfd', 'condvar'] }\n"),
+        root=plain_root(tmp_path),
+    ).cases[:1]
+    assert case.args[case.args.index("--mechanism") + 1] == "timerfd"
+    for text, message in [
+        (
+            "meter = 'periodic'\nmechanism = 'timer-fd'\n",
+            f"t.toml: series 'a': 'mechanism' must be one of {MECHANISMS}; not 'timer-fd'",
+        ),
+        (
+            "meter = 'periodic'\nsweep = { mechanism = ['timerfd', ''] }\n",
+            f"t.toml: series 'a' sweep: 'mechanism' must be one of {MECHANISMS}; not ''",
+        ),
+        (  # a word of noise's --tracer, not of wakeup's: refused for the case's meter
+            "tracer = 'osnoise'\n",
+            "t.toml: series 'a' (a) key 'tracer': must be one of user, timerlat; not 'osnoise'",
+        ),
+        (
+            "meter = 'pagefault'\nsweep = { protect = ['none', 'MLOCK'] }\n",
+            "'protect' must be one of none, mlock, prefault, mlock+prefault; not 'MLOCK'",
+        ),
+    ]:
+        with pytest.raises(UserError) as e:
+            expand(parse_(ONE + text), root=plain_root(tmp_path))
+        assert message in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
 @pytest.mark.parametrize(
     ("keys", "message"),
     [

@@ -99,7 +99,8 @@ def test_the_fixture_catalog_is_the_probes():
 
     def shape(cat):
         return [(o.name, o.type, o.min, o.max, o.aliases) for o in cat.common_options] + [
-            (m.name, [(o.name, o.type, o.min, o.max) for o in m.options]) for m in cat.meters
+            (m.name, [(o.name, o.type, o.min, o.max, o.choices) for o in m.options])
+            for m in cat.meters
         ]
 
     assert shape(real) == shape(fixture)

@@ -1,5 +1,8 @@
 /* The one table of meters and loads. Adding one: its own file, a line here. */
+#include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "probe.h"
 
@@ -64,4 +67,28 @@ const struct load_kind *find_load_kind(const char *name)
 		if (!strcmp(probe_load_kinds[i]->name, name))
 			return probe_load_kinds[i];
 	return NULL;
+}
+
+char *meter_image_pages(char *a, size_t bytes, size_t page, size_t *len)
+{
+	uintptr_t lo = ((uintptr_t)a + page - 1) & ~(uintptr_t)(page - 1);
+	uintptr_t hi = ((uintptr_t)a + bytes) & ~(uintptr_t)(page - 1);
+
+	*len = hi > lo ? hi - lo : 0;
+	return (char *)lo;
+}
+
+void meters_release_image(void)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), len;
+
+	for (int i = 0; probe_meters[i]; i++) {
+		const struct meter *m = probe_meters[i];
+		char *pages = m->image_array ? meter_image_pages(m->image_array,
+								 m->image_array_bytes, page, &len)
+					     : NULL;
+
+		if (pages && len) /* should it stay, a static slice's MAP_FIXED_NOREPLACE says so */
+			(void)munmap(pages, len);
+	}
 }

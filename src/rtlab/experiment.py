@@ -37,7 +37,7 @@ from rtlab._probeargs import (  # re-exported: the experiment API is this module
     validate_with_probe,
 )
 from rtlab.errors import UserError
-from rtlab.probe import Catalog, one_line, probe_catalog
+from rtlab.probe import Catalog, ProbeOption, one_line, probe_catalog
 from rtlab.probecall import LOAD, Option, ProbeCall
 from rtlab.records import MAX_DEADLINE_NS, CaseRecord
 from rtlab.system import LIVE_ROOT, SysRoot, format_cpulist, isolated_cpus, parse_cpulist
@@ -52,6 +52,7 @@ class CaseKey:
     kind: str  # a key of _KINDS
     help: str = ""
     option: str | None = None  # the probe option it sets ("dma-latency"), None: host only
+    choices: tuple[str, ...] = ()  # kind "choice": the words the probe accepts
 
 
 # What each kind of key accepts: (TOML types, description for messages).
@@ -65,6 +66,7 @@ _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
     "cpus": ((str, int), 'str or int (a CPU list, "all", "last" or "isolated")'),
     "str": ((str,), "str"),
     "meter": ((str,), "str"),
+    "choice": ((str,), "str"),
     "load": ((str,), "str"),
     "strings": ((list,), "list of strings"),
 }
@@ -76,6 +78,7 @@ _OPTION_KINDS = {
     "cpulist": "cpulist",
     "policy": "str",
     "string": "str",
+    "choice": "choice",
 }
 
 #: Keys rtlab handles itself (some end up as probe options after rtlab resolves them).
@@ -145,7 +148,7 @@ def case_keys(catalog: Catalog) -> dict[str, list[CaseKey]]:
     for o in [*catalog.common_options, *(o for m in catalog.meters for o in m.options)]:
         if o.name in HOST_OPTIONS or o.key in HOST_KEYS:
             continue
-        k = CaseKey(o.key, _OPTION_KINDS.get(o.type, "str"), o.help, o.name)
+        k = _option_key(o)
         if k not in keys.setdefault(o.key, []):
             keys[o.key].append(k)
     return keys
@@ -158,7 +161,12 @@ def _meter_key(catalog: Catalog, meter: str, name: str) -> CaseKey | None:
     o = next((o for o in catalog.options(meter) if o.key == name), None)
     if o is None or o.name in HOST_OPTIONS:
         return None
-    return CaseKey(o.key, _OPTION_KINDS.get(o.type, "str"), o.help, o.name)
+    return _option_key(o)
+
+
+def _option_key(o: ProbeOption) -> CaseKey:
+    """The case key of probe option O."""
+    return CaseKey(o.key, _OPTION_KINDS.get(o.type, "str"), o.help, o.name, o.choices)
 
 
 # --- reading the file --------------------------------------------------------------------
@@ -252,6 +260,8 @@ def _value_error(k: CaseKey, value: Any, catalog: Catalog) -> str | None:
     types, what = _KINDS[k.kind]
     if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
         return f"must be {what}, not {_type(value)}"
+    if k.kind == "choice" and value not in k.choices:
+        return f"must be one of {', '.join(k.choices)}; not {q(value)}"
     if isinstance(value, str) and not value and k.kind != "load":
         return "must not be empty"
     if k.kind == "count" and value < 0:

@@ -29,7 +29,7 @@ RESULT_SCHEMA = 4
 EXIT_OK, EXIT_THRESHOLD, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
 #: Option types of `rtlab-probe list --json`.
-OPTION_TYPES = ("flag", "int", "duration", "cpulist", "policy", "string", "load")
+OPTION_TYPES = ("flag", "int", "duration", "cpulist", "policy", "string", "load", "choice")
 
 
 def find_probe() -> Path:
@@ -64,6 +64,7 @@ class ProbeOption:
     max: int | None = None
     step: int | None = None  # the value must be a multiple of it (ns for durations)
     aliases: tuple[str, ...] = ()
+    choices: tuple[str, ...] = ()  # choice: the words accepted
 
     @property
     def key(self) -> str:
@@ -162,6 +163,7 @@ def _option(o: dict) -> ProbeOption:
         max=int(o[hi]) if o.get(hi) is not None else None,
         step=int(o[step]) if o.get(step) is not None else None,
         aliases=tuple(str(a) for a in o.get("aliases", [])),
+        choices=tuple(str(c) for c in o.get("choices", [])) if kind == "choice" else (),
     )
 
 

@@ -178,13 +178,13 @@ def test_user_is_the_default(run_probe, tmp_path):
             "wakeup",
             ["--tracer", "osnoise", "--cpus", "0"],
             "tracer",
-            '--tracer: unknown "osnoise" (one of user timerlat)',
+            "--tracer: must be one of user, timerlat; not 'osnoise'",
         ),
         (
             "noise",
             ["--tracer", "timerlat", "--cpus", "0"],
             "tracer",
-            '--tracer: unknown "timerlat" (one of user osnoise)',
+            "--tracer: must be one of user, osnoise; not 'timerlat'",
         ),
         (
             "wakeup",

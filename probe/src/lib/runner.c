@@ -300,6 +300,7 @@ static int hold_dma_latency(struct run *r, char *err, size_t errlen)
 
 static int lock_memory(struct run *r, char *err, size_t errlen)
 {
+	meters_release_image(); /* never locked, whichever meter runs; also with --no-mlock */
 	if (r->c.no_mlock)
 		return 0;
 	if (mlockall(MCL_CURRENT | MCL_FUTURE) == 0) {
