@@ -274,7 +274,7 @@ def test_choice_values_are_checked_before_anything_runs(tmp_path):
         parse_(ONE + "meter = 'periodic'\nsweep = { mechanism = ['timerfd', 'condvar'] }\n"),
         root=plain_root(tmp_path),
     ).cases[:1]
-    assert case.args[case.args.index("--mechanism") + 1] == "timerfd"
+    assert case.call.value("mechanism") == "timerfd"
     for text, message in [
         (
             "meter = 'periodic'\nmechanism = 'timer-fd'\n",
