@@ -16,6 +16,7 @@ enum probe_exit {
 	EXIT_USAGE = 2,       /* bad usage or input */
 	EXIT_UNSUPPORTED = 3, /* cannot be done here (permission, kernel feature) */
 	EXIT_INTERNAL = 4,
+	EXIT_OUTPUT = 5,      /* an output could not be written (no space, I/O error, no reader) */
 };
 
 enum opt_type {
