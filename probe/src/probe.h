@@ -16,6 +16,7 @@ enum probe_exit {
 	EXIT_USAGE = 2,       /* bad usage or input */
 	EXIT_UNSUPPORTED = 3, /* cannot be done here (permission, kernel feature) */
 	EXIT_INTERNAL = 4,
+	EXIT_OUTPUT = 5,      /* an output could not be written (no space, I/O error, no reader) */
 };
 
 enum opt_type {
@@ -127,6 +128,8 @@ struct load_kind {
 	void (*worker)(const struct load_spec *spec, int index, volatile uint64_t *iter);
 	/* Kind-specific entries of the load's JSON object. */
 	void (*params_json)(struct jw *w, const struct load_spec *spec);
+	/* Optional: kind-specific entries of what ran ("loads"), for its WORKERS workers. */
+	void (*report_json)(struct jw *w, const struct load_spec *spec, int workers);
 	/* Optional, in the probe before measuring (also with --check): -ENOENT when an
 	 * external tool is missing (exit 3), -EINVAL when it refuses the arguments
 	 * (exit 2). Must be cheap and leave no process or file behind. */

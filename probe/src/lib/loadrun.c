@@ -468,6 +468,8 @@ void load_group_json(struct jw *w, const struct load_group *g, const struct load
 		jw_kstr(w, "policy", pol);
 		if (l->spec[i].kind->work_unit)
 			jw_kstr(w, "work_unit", l->spec[i].kind->work_unit);
+		if (l->spec[i].kind->report_json)
+			l->spec[i].kind->report_json(w, &l->spec[i], workers);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
