@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import rtlab
-from rtlab.errors import InternalError, UnsupportedError, UserError
+from rtlab.errors import InternalError, OutputError, UnsupportedError, UserError
 from rtlab.probe import (
     RESULT_SCHEMA,
     Refusal,
@@ -171,7 +171,8 @@ def test_check_with_the_real_probe():
 
 
 @pytest.mark.parametrize(
-    ("code", "error"), [(2, UserError), (3, UnsupportedError), (4, InternalError)]
+    ("code", "error"),
+    [(2, UserError), (3, UnsupportedError), (4, InternalError), (5, OutputError)],
 )
 def test_exit_codes_raise_the_matching_error(tmp_path, code, error):
     probe = fake_probe(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rtlab.errors import InternalError, UnsupportedError, UserError
+from rtlab.errors import InternalError, OutputError, UnsupportedError, UserError
 from rtlab.probecall import Outputs, ProbeCall, probe_argv
 from rtlab.resultdoc import check_document
 
@@ -25,8 +25,9 @@ from rtlab.resultdoc import check_document
 #: 3: threads[].lost (raw samples dropped) -> raw_lost; `lost` is a meter's lost events.
 RESULT_SCHEMA = 4
 
-# Probe exit codes (docs/result-format.md, README).
+# Probe exit codes (docs/result-format.md, README); 5: an output could not be written.
 EXIT_OK, EXIT_THRESHOLD, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_INTERNAL = 0, 1, 2, 3, 4
+EXIT_OUTPUT = 5
 
 #: Option types of `rtlab-probe list --json`.
 OPTION_TYPES = ("flag", "int", "duration", "cpulist", "policy", "string", "load", "choice")
@@ -395,14 +396,16 @@ def _last_line(stderr: str, default: str) -> str:
 
 
 def raise_for_exit(returncode: int, stderr: str) -> None:
-    """The probe's exit codes 2, 3 and 4 as rtlab's errors, wherever it ran; the last line
-    of STDERR says why."""
+    """The probe's exit codes 2, 3, 4 and 5 as rtlab's errors, wherever it ran; the last
+    line of STDERR says why."""
     if returncode == EXIT_UNSUPPORTED:
         raise UnsupportedError(_last_line(stderr, "exit 3"))
     if returncode == EXIT_USAGE:
         raise UserError(_last_line(stderr, "bad usage"))
     if returncode == EXIT_INTERNAL:
         raise InternalError(_last_line(stderr, "rtlab-probe: internal error (exit 4)"))
+    if returncode == EXIT_OUTPUT:
+        raise OutputError(_last_line(stderr, "rtlab-probe: an output could not be written"))
 
 
 def run_probe(

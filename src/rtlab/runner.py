@@ -6,7 +6,7 @@ import signal
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rtlab.errors import InternalError, LostError
+from rtlab.errors import InternalError, LostError, OutputError
 from rtlab.experiment import Experiment
 from rtlab.probecall import Option, ProbeCall
 from rtlab.progresslog import ProgressRecorder
@@ -118,11 +118,11 @@ def _run_locked(store: Store, rec: ExperimentRecord, display: Display, target: T
                 )
             except KeyboardInterrupt:
                 outcome = None
-            except LostError as e:  # the target went away: this case failed, the others stay
+            except (LostError, OutputError) as e:  # this case failed, the others stay
                 _discard(rec, case, "failed", str(e))
                 display.case_done(case, None)
                 kept = sum(c.done for c in rec.cases)
-                raise LostError(
+                raise type(e)(
                     f"case {case.index} ({case.name}) failed: {e}; {kept} of {len(rec.cases)} "
                     f"cases kept, continue with: rtlab run --resume {rec.id}"
                 ) from None
