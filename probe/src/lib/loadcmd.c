@@ -146,7 +146,9 @@ int run_loads_only(int argc, char **argv)
 	}
 	(void)loadstat_read(NULL, &act[1]);
 	load_group_stop(&g);
-	if (p.json_path && (rc = write_json(p.json_path, &g, &list, act))) {
+	rc = p.json_path ? write_json(p.json_path, &g, &list, act) : 0;
+	load_group_free(&g);
+	if (rc) {
 		fprintf(stderr, "rtlab-probe load: cannot write \"%.300s\" (%s)\n", p.json_path, strerror(-rc));
 		return EXIT_INTERNAL;
 	}

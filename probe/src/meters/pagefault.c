@@ -103,6 +103,18 @@ static char *static_area(size_t ps, size_t *len)
 	return (char *)lo;
 }
 
+#ifdef __SANITIZE_ADDRESS__
+/* LeakSanitizer reads all of .bss at exit, after the atexit handlers: map it back. */
+static void pf_static_restore(void)
+{
+	size_t len;
+	char *area = static_area((size_t)sysconf(_SC_PAGESIZE), &len);
+
+	if (len)
+		(void)mmap(area, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+}
+#endif
+
 __attribute__((constructor)) static void pf_static_release(void)
 {
 	size_t len;
@@ -110,6 +122,9 @@ __attribute__((constructor)) static void pf_static_release(void)
 
 	if (len)
 		(void)munmap(area, len); /* if it stays, the slice's MAP_FIXED_NOREPLACE says so */
+#ifdef __SANITIZE_ADDRESS__
+	(void)atexit(pf_static_restore);
+#endif
 }
 
 static void pagefault_defaults(void *p)
