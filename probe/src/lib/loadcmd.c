@@ -104,7 +104,7 @@ int run_loads_only(int argc, char **argv)
 	struct load_group g;
 	struct cpulist online;
 	const char *pos[LOAD_MAX_SPECS];
-	int npos = LOAD_MAX_SPECS, bad, rc;
+	int npos = LOAD_MAX_SPECS, bad, rc, code;
 	char err[512];
 
 	if (cpulist_online(NULL, &online))
@@ -147,5 +147,7 @@ int run_loads_only(int argc, char **argv)
 	}
 	(void)loadstat_read(NULL, &act[1]);
 	load_group_stop(&g);
-	return p.json_path ? write_json(p.json_path, &g, &list, act) : EXIT_OK;
+	code = p.json_path ? write_json(p.json_path, &g, &list, act) : EXIT_OK;
+	load_group_free(&g);
+	return code;
 }

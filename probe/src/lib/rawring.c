@@ -142,6 +142,7 @@ int ring_close(struct ring *r)
 	struct stat st;
 
 	if (r->out.fd >= 0) {
+		(void)ring_drain(r, 0); /* the header at least, when no writer ran */
 		/* a failed write may have left part of a sample: cut the file to whole ones */
 		if (r->err && !r->hdr_left && !fstat(r->out.fd, &st) && S_ISREG(st.st_mode))
 			(void)ftruncate(r->out.fd, RAW_HEADER_BYTES + (off_t)r->written * 8);

@@ -324,15 +324,33 @@ static bool on_stdout(const char *path)
 	return path && !strcmp(path, "-");
 }
 
-int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char **full_argv)
+/* Everything a run allocated, once its threads have ended. */
+static void run_free(struct run *r)
 {
-	struct run *r = calloc(1, sizeof(*r));
+	explain_free(r);
+	load_group_free(&r->loads);
+	for (int i = 0; r->th && i < r->nthreads; i++) {
+		free(r->th[i].hist);
+		series_free(&r->th[i].series);
+		free(r->th[i].mstate);
+	}
+	for (int i = 0; r->rings && i < r->nthreads; i++)
+		if (r->rings[i].buf || r->rings[i].out.fd > 0) /* all zero: never opened (fd 0!) */
+			(void)ring_close(&r->rings[i]); /* idempotent */
+	free(r->rings);
+	free(r->ring_ptrs);
+	free(r->th);
+	free(r->mparams);
+	free(r);
+}
+
+static int run_all(struct run *r, const struct meter *m, int argc, char **argv, int full_argc,
+		   char **full_argv)
+{
 	char err[512];
 	int code, rc;
 	bool lost;
 
-	if (!r || !(r->mparams = calloc(1, m->params_size)))
-		return fail(EXIT_INTERNAL, m->name, "out of memory");
 	r->m = m;
 	r->argc = full_argc;
 	r->argv = full_argv;
@@ -384,4 +402,18 @@ int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char 
 	if (r->c.deadline_set && report_deadline_exceeded(r))
 		return EXIT_DEADLINE;
 	return EXIT_OK;
+}
+
+int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char **full_argv)
+{
+	struct run *r = calloc(1, sizeof(*r));
+	int code;
+
+	if (!r || !(r->mparams = calloc(1, m->params_size))) {
+		free(r);
+		return fail(EXIT_INTERNAL, m->name, "out of memory");
+	}
+	code = run_all(r, m, argc, argv, full_argc, full_argv);
+	run_free(r);
+	return code;
 }
