@@ -11,10 +11,13 @@ CROSS   := build/aarch64
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # Debian packages the tests use (cyclictest for the import tests, chromium to render
 # the HTML report, stress-ng and iperf3 as load backends; hackbench comes with rt-tests;
-# openssh-server for the SSH target tests, which start their own sshd).
-TEST_DEBS := rt-tests chromium stress-ng iperf3 openssh-server
+# openssh-server for the SSH target tests, which start their own sshd; setpriv, unshare
+# and mount, in every full Debian, for minimal images). tests/_skips.py maps each
+# command the tests run to its package here.
+TEST_DEBS := rt-tests chromium stress-ng iperf3 openssh-server openssh-client util-linux mount
 
-.PHONY: run test install probe probe-test pytest lint debs cross-test cross-probe bench clean
+.PHONY: run test install probe probe-test pytest lint debs cross-test cross-probe bench clean \
+	sanitize sanitize-deps format format-check clang-format-deb
 
 $(VENV)/.stamp: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -36,17 +39,38 @@ probe: $(BUILD)/build.ninja
 run: install
 	$(VENV)/bin/rtlab run quick
 
+# A package removed but not purged is missing too (its status is not "install ok installed").
 debs:
-	@missing=""; for p in $(TEST_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(TEST_DEBS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q '^install ok installed$$' || missing="$$missing $$p"; \
+	done; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" -eq 0 ]; then \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 		else echo "not root: tests needing$$missing will skip"; fi; \
 	fi
 
-lint: install
+# C formatting (.clang-format). `make lint` checks it once the tree has been formatted
+# with `make format`: until then CLANG_FORMAT_CHECK is 0.
+CLANG_FORMAT_CHECK ?= 0
+C_FILES = $(shell find probe -name '*.[ch]' | LC_ALL=C sort)
+
+lint: install $(if $(filter 1,$(CLANG_FORMAT_CHECK)),format-check)
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/ruff format --check src tests bench
+
+format: clang-format-deb
+	clang-format -i $(C_FILES)
+
+format-check: clang-format-deb
+	clang-format --dry-run --Werror $(C_FILES)
+
+# Debian's clang-format (version 14 on Debian 12), installed when missing (as root).
+clang-format-deb:
+	@command -v clang-format >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" -eq 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-format; \
+		else echo "clang-format is missing: apt-get install clang-format (as root)" >&2; exit 1; fi; }
 
 probe-test: probe
 	$(VENV)/bin/meson test -C $(BUILD) --print-errorlogs
@@ -54,7 +78,48 @@ probe-test: probe
 pytest: install debs
 	$(VPY) -m pytest -q tests
 
-test: lint probe-test pytest
+test: lint probe-test sanitize pytest
+
+# The probe and its C unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
+# (build/asan) and ThreadSanitizer (build/tsan), each followed by short runs of every
+# meter (probe/tests/sanitize-meters.sh); any sanitizer report fails. gcc's runtimes
+# (libasan, libubsan, libtsan) come with libgcc-N-dev, installed with apt-get when a
+# sanitized program does not link.
+ASAN     := build/asan
+TSAN     := build/tsan
+SAN_ARGS := -Dbuildtype=debugoptimized
+SAN_ENV  := ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1 \
+	UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1 \
+	TSAN_OPTIONS=halt_on_error=1:abort_on_error=1:second_deadlock_stack=1
+
+sanitize-deps:
+	@ok=1; for s in address,undefined thread; do \
+		echo 'int main(void) { return 0; }' | \
+			cc -x c -fsanitize=$$s -o /dev/null - >/dev/null 2>&1 || ok=0; \
+	done; \
+	if [ $$ok = 0 ]; then \
+		pkg=libgcc-$$(cc -dumpversion | cut -d. -f1)-dev; \
+		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+		echo "sanitize: installing $$pkg (gcc's sanitizer runtimes)"; \
+		$$sudo apt-get update && \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $$pkg; \
+	fi
+
+$(ASAN)/build.ninja: $(VENV)/.stamp probe/meson.build probe/meson_options.txt
+	$(VENV)/bin/meson setup --reconfigure $(ASAN) probe $(SAN_ARGS) -Db_sanitize=address,undefined || \
+		$(VENV)/bin/meson setup $(ASAN) probe $(SAN_ARGS) -Db_sanitize=address,undefined
+
+$(TSAN)/build.ninja: $(VENV)/.stamp probe/meson.build probe/meson_options.txt
+	$(VENV)/bin/meson setup --reconfigure $(TSAN) probe $(SAN_ARGS) -Db_sanitize=thread || \
+		$(VENV)/bin/meson setup $(TSAN) probe $(SAN_ARGS) -Db_sanitize=thread
+
+sanitize: sanitize-deps $(ASAN)/build.ninja $(TSAN)/build.ninja
+	$(VENV)/bin/ninja -C $(ASAN)
+	$(SAN_ENV) $(VENV)/bin/meson test -C $(ASAN) --print-errorlogs
+	PYTHON=$(PYTHON) probe/tests/sanitize-meters.sh $(ASAN)/src/rtlab-probe asan
+	$(VENV)/bin/ninja -C $(TSAN)
+	$(SAN_ENV) $(VENV)/bin/meson test -C $(TSAN) --print-errorlogs
+	PYTHON=$(PYTHON) probe/tests/sanitize-meters.sh $(TSAN)/src/rtlab-probe tsan
 
 # Static aarch64 build of rtlab-probe, smoke-tested under qemu-user. Installs
 # gcc-aarch64-linux-gnu / qemu-user-static with apt-get when they are missing.

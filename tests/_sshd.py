@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -18,18 +17,22 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
+from ._skips import need_tool, skip_setup
+
 SSHD = "/usr/sbin/sshd"
 
 
-def sshd_unavailable() -> str | None:
-    """Why the SSH tests cannot run here, or None."""
+def need_sshd() -> None:
+    """Skip unless the SSH tests can run here: root, sshd and the OpenSSH client."""
+    __tracebackhide__ = True
     if os.geteuid() != 0:
-        return "needs root (sshd and the real-time policies of the quick preset)"
+        pytest.skip("needs root (sshd and the real-time policies of the quick preset)")
     if not os.access(SSHD, os.X_OK):
-        return f"no OpenSSH server ({SSHD}): install the Debian package openssh-server"
-    if not shutil.which("ssh-keygen"):
-        return "no ssh-keygen (Debian package openssh-client)"
-    return None
+        skip_setup(f"no OpenSSH server ({SSHD}): Debian package openssh-server (make debs)")
+    need_tool("ssh-keygen")
+    need_tool("ssh")
 
 
 def free_port() -> int:

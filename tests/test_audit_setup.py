@@ -10,6 +10,7 @@ from rtlab.results import setup_label, setup_labels
 from rtlab.runner import new_record
 from rtlab.store import Store, write_json_atomic
 from rtlab.system import SysRoot, audit_system
+from rtlab.targets import LocalTarget
 
 from .test_audit import SYSTEMS
 
@@ -70,7 +71,7 @@ def test_labels_from_system_json_when_no_audit_is_stored(tmp_path):
 def test_new_experiment_stores_fingerprint_and_audit(tmp_path):
     store = Store(tmp_path)
     exp = load_experiment("quick", scale=0.01)
-    rec = new_record(store, exp, raw=False)
+    rec = new_record(store, exp, raw=False, target=LocalTarget())
     audit = json.loads((rec.path / "audit.json").read_text())
     system = json.loads((rec.path / "system.json").read_text())
     assert set(audit) == {"facts", "findings"} and len(audit["findings"]) >= 40

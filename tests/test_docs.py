@@ -10,12 +10,13 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from rtlab.cli import cli
 from rtlab.errors import UserError
 from rtlab.probe import find_probe
+
+from ._skips import skip_setup
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -87,7 +88,7 @@ def test_every_probe_meter_is_documented():
     try:
         probe = find_probe()
     except UserError as e:
-        pytest.skip(f"rtlab-probe not found: {e}")
+        skip_setup(f"rtlab-probe not found: {e}")
     cp = subprocess.run([str(probe), "--help"], capture_output=True, text=True, timeout=30)
     assert cp.returncode == 0, cp.stderr
     text = docs_text()

@@ -18,6 +18,7 @@ from rtlab.experiment import (
     validate_with_probe,
 )
 from rtlab.probe import Catalog, ProbeMeter, ProbeOption, Refusal, load_catalog
+from rtlab.probecall import probe_argv
 from rtlab.system import SysRoot
 
 from .conftest import make_root
@@ -25,6 +26,10 @@ from .conftest import make_root
 TWO_CPUS = {"sys/devices/system/cpu/online": "0-1\n", "proc/cmdline": "quiet\n"}
 #: `rtlab-probe list --json` of the probe these tests are written against.
 CATALOG_FILE = Path(__file__).parent / "fixtures" / "probe-list.json"
+
+
+def argv(case) -> list[str]:
+    return probe_argv(case.call)
 
 
 @functools.cache
@@ -61,9 +66,9 @@ def test_standard_is_three_series_of_nine_cases(tmp_path):
     assert {c.params["loops"] for c in exp.cases} == {60000}
     assert [c.swept["forkcopy"] for c in exp.cases[:9]] == list(range(9))
     first, fifo = exp.cases[1], exp.cases[10]
-    assert first.args[0] == "wakeup"
-    assert first.args[first.args.index("--policy") + 1] == "other"
-    assert "--load" in first.args and "forkcopy:1:1M" in first.args
+    assert argv(first)[0] == "wakeup"
+    assert argv(first)[argv(first).index("--policy") + 1] == "other"
+    assert "--load" in argv(first) and "forkcopy:1:1M" in argv(first)
     assert fifo.params["policy"] == "fifo:99"
     assert 25 * 60 < sum(c.expected_s for c in exp.cases) < 30 * 60
 
@@ -91,7 +96,7 @@ def test_isolation_without_isolated_cpus_uses_last_cpu_and_keeps_loads_off(tmp_p
     exp = load("standard", tmp_path)
     iso = [c for c in exp.cases if c.series == "preemption + isolation"]
     assert all(c.params["cpus_resolved"] == "1" for c in iso)
-    assert "forkcopy:3:1M@0" in iso[3].args
+    assert "forkcopy:3:1M@0" in argv(iso[3])
     assert any("last CPU" in n for n in exp.notes)
 
 
@@ -106,7 +111,7 @@ def test_isolation_with_isolcpus(tmp_path):
     exp = load("standard", tmp_path, root=root)
     iso = [c for c in exp.cases if c.series == "preemption + isolation"]
     assert iso[0].params["cpus_resolved"] == "3"
-    assert "forkcopy:3:1M" in iso[3].args  # the kernel keeps loads off an isolated CPU
+    assert "forkcopy:3:1M" in argv(iso[3])  # the kernel keeps loads off an isolated CPU
     assert any("isolcpus" in n for n in exp.notes)
 
 
@@ -142,7 +147,7 @@ def test_product_of_sweeps_and_duration_scaling(tmp_path):
         "forkcopy=2, interval=2ms",
     ]
     assert exp.cases[0].params["duration"] == "1000000000ns"
-    assert "--duration" in exp.cases[0].args
+    assert "--duration" in argv(exp.cases[0])
 
 
 @pytest.mark.parametrize(
@@ -179,8 +184,8 @@ def test_unknown_preset_names_the_presets():
 def test_probe_refusal_names_series_and_key(tmp_path):
     exp = expand(parse_(GOOD.replace("fifo:10", "fifo:200")), root=plain_root(tmp_path))
 
-    def check(args):
-        if "fifo:200" in args:
+    def check(call):
+        if "fifo:200" in call.values("policy"):
             return Refusal('--policy: "fifo:200": priority must be 1..99', "policy", "fifo:200", 2)
         return None
 
@@ -222,25 +227,75 @@ def test_option_keys_become_probe_options(tmp_path):
         "dma_latency = '10us'\ndeadline = '50us'\nallow_fallback = true\nmain_cpus = 0\n"
         "mlock = false\n",
     )
-    args = case.args
+    args = argv(case)
     assert args[args.index("--dma-latency") + 1] == "10us"
     assert args[args.index("--deadline") + 1] == "50us"
     assert args[args.index("--main-cpus") + 1] == "0"
     assert "--allow-fallback" in args and "--no-mlock" in args
     case = one_case(tmp_path, "allow_fallback = false\n")
-    assert "--allow-fallback" not in case.args  # false: not given
+    assert "--allow-fallback" not in argv(case)  # false: not given
 
 
 def test_tracer_is_a_key_of_wakeup_and_noise(tmp_path):
     """--tracer comes from the catalog: `tracer` selects the kernel's tracer per case."""
     case = one_case(tmp_path, "cpus = 0\ntracer = 'timerlat'\n")
-    assert case.args[case.args.index("--tracer") + 1] == "timerlat"
+    assert argv(case)[argv(case).index("--tracer") + 1] == "timerlat"
     case = one_case(tmp_path, "meter = 'noise'\ncpus = 0\ntracer = 'osnoise'\n")
-    assert case.args[0] == "noise" and case.args[case.args.index("--tracer") + 1] == "osnoise"
+    assert argv(case)[0] == "noise" and argv(case)[argv(case).index("--tracer") + 1] == "osnoise"
     with pytest.raises(UserError, match="'tracer' must be str"):
         one_case(tmp_path, "tracer = true\n")
     with pytest.raises(UserError, match="key 'tracer': not an option of meter 'periodic'"):
         one_case(tmp_path, "meter = 'periodic'\ntracer = 'timerlat'\n")
+
+
+MECHANISMS = (
+    "nanosleep-abs, nanosleep-rel, busy-poll, setitimer, posix-timer-signal, "
+    "posix-timer-thread, timerfd, condvar, deadline"
+)
+
+
+def test_choice_options_come_with_their_words():
+    """`list --json` describes a choice with its words; the key takes exactly those."""
+    o = catalog().option("periodic", "mechanism")
+    assert o is not None and o.type == "choice" and ", ".join(o.choices) == MECHANISMS
+    assert catalog().option("pagefault", "protect").choices == (
+        "none",
+        "mlock",
+        "prefault",
+        "mlock+prefault",
+    )
+    assert catalog().option("wakeup", "interval").choices == ()  # not a choice
+    (k,) = case_keys(catalog())["mechanism"]
+    assert k.kind == "choice" and k.choices == o.choices
+
+
+def test_choice_values_are_checked_before_anything_runs(tmp_path):
+    (case,) = expand(
+        parse_(ONE + "meter = 'periodic'\nsweep = { mechanism = ['timerfd', 'condvar'] }\n"),
+        root=plain_root(tmp_path),
+    ).cases[:1]
+    assert case.call.value("mechanism") == "timerfd"
+    for text, message in [
+        (
+            "meter = 'periodic'\nmechanism = 'timer-fd'\n",
+            f"t.toml: series 'a': 'mechanism' must be one of {MECHANISMS}; not 'timer-fd'",
+        ),
+        (
+            "meter = 'periodic'\nsweep = { mechanism = ['timerfd', ''] }\n",
+            f"t.toml: series 'a' sweep: 'mechanism' must be one of {MECHANISMS}; not ''",
+        ),
+        (  # a word of noise's --tracer, not of wakeup's: refused for the case's meter
+            "tracer = 'osnoise'\n",
+            "t.toml: series 'a' (a) key 'tracer': must be one of user, timerlat; not 'osnoise'",
+        ),
+        (
+            "meter = 'pagefault'\nsweep = { protect = ['none', 'MLOCK'] }\n",
+            "'protect' must be one of none, mlock, prefault, mlock+prefault; not 'MLOCK'",
+        ),
+    ]:
+        with pytest.raises(UserError) as e:
+            expand(parse_(ONE + text), root=plain_root(tmp_path))
+        assert message in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
 @pytest.mark.parametrize(
@@ -287,7 +342,7 @@ def test_each_case_takes_the_options_of_its_meter(tmp_path):
         "t.toml: series 'a' (meter=busy) key 'interval': not an option of meter 'busy'"
     )
     (case,) = cases("meter = 'busy'\nwork = 3\n")
-    assert case.args[0] == "busy" and case.args[-2:] == ["--work", "3"]
+    assert argv(case)[0] == "busy" and argv(case)[-2:] == ["--work", "3"]
     with pytest.raises(UserError, match="key 'probe_args': '--interval' is not an option of meter"):
         cases("meter = 'busy'\nprobe_args = ['--interval', '1ms']\n")
 
@@ -319,7 +374,14 @@ def test_probe_args_hold_only_options_of_the_meter(tmp_path, probe_args, message
 def test_probe_args_are_passed_on(tmp_path):
     extra = ["--distance", "10us", "--allow-fallback", "--threshold=1ms", "--load", "spin:5%"]
     case = one_case(tmp_path, f"probe_args = {extra!r}\n")
-    assert case.args[-len(extra) :] == extra
+    given = [(o.name, o.value, o.key) for o in case.call.options[-4:]]
+    assert given == [  # under their canonical names, each from the key probe_args
+        ("distance", "10us", "probe_args"),
+        ("allow-fallback", None, "probe_args"),
+        ("deadline", "1ms", "probe_args"),
+        ("load", "spin:5%", "probe_args"),
+    ]
+    assert argv(case)[-5:] == ["--allow-fallback", "--deadline", "1ms", "--load", "spin:5%"]
 
 
 @pytest.mark.parametrize(
@@ -392,7 +454,7 @@ def test_hostile_files_give_one_line(text, message):
 def test_huge_values_do_not_overflow(tmp_path):
     big = 2**63 - 1
     case = one_case(tmp_path, f"loops = {big}\n", scale=1e300)
-    loops = case.args[case.args.index("--loops") + 1]
+    loops = argv(case)[argv(case).index("--loops") + 1]
     assert int(loops) > big  # the probe refuses it, naming the key
     assert 0 < case.expected_s < float("inf")
     case = one_case(tmp_path, "duration = '2562047h'\ninterval = '10s'\n", scale=1e300)
@@ -404,16 +466,16 @@ def test_huge_values_do_not_overflow(tmp_path):
 def test_values_below_range_reach_the_probe_unscaled(tmp_path):
     """Scaling keeps a case at >= 1 loop; a loops = 0 typed is the probe's to refuse."""
     case = one_case(tmp_path, "loops = 0\nthreads = 0\n", scale=0.001)
-    assert case.args[case.args.index("--loops") + 1] == "0"
+    assert argv(case)[argv(case).index("--loops") + 1] == "0"
     case = one_case(tmp_path, "loops = 10\n", scale=0.001)
-    assert case.args[case.args.index("--loops") + 1] == "1"
+    assert argv(case)[argv(case).index("--loops") + 1] == "1"
 
 
 def test_absurd_cpu_lists_are_left_to_the_probe(tmp_path):
     for cpus in ("0-99999999999", "0-1_000_000_000", "x", "0-٩٩٩٩٩٩٩٩٩٩"):
         case = one_case(tmp_path, f"cpus = '{cpus}'\nisolate_loads = true\nload = 'spin:5%'\n")
-        assert case.args[case.args.index("--cpus") + 1] == cpus
-        assert case.args[case.args.index("--load") + 1] == "spin:5%"  # not pinned
+        assert argv(case)[argv(case).index("--cpus") + 1] == cpus
+        assert argv(case)[argv(case).index("--load") + 1] == "spin:5%"  # not pinned
 
 
 def test_read_source_refuses_what_is_no_regular_utf8_file(tmp_path):
@@ -455,7 +517,7 @@ probe_args = ["--load", "net", "--distance", "5us"]
 
 
 def refuse(option: str | None, value: str | None, code: int = 2):
-    def check(args: list[str]) -> Refusal:
+    def check(call) -> Refusal:
         return Refusal(f"--{option}: {value!r} refused", option, value, code)
 
     return check
@@ -496,9 +558,9 @@ def test_refusal_of_a_swept_value_names_its_case(tmp_path):
     exp = expand(parse_(text), root=plain_root(tmp_path))
     seen = []
 
-    def check(args):
-        seen.append(args)
-        return Refusal("cannot lock", "no-mlock", None, 2) if "--no-mlock" in args else None
+    def check(call):
+        seen.append(call)
+        return Refusal("cannot lock", "no-mlock", None, 2) if call.has("no-mlock") else None
 
     with pytest.raises(UserError) as e:
         validate_with_probe(exp, check)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,8 +20,10 @@ import rtlab
 from rtlab.errors import UserError
 from rtlab.experiment import case_keys, expand, load_experiment, parse
 from rtlab.probe import load_catalog, probe_catalog
+from rtlab.probecall import probe_argv
 from rtlab.system import SysRoot
 
+from ._skips import need_tool, skip_setup
 from .conftest import make_root
 from .probe.conftest import probe_path
 
@@ -210,7 +211,7 @@ def check_outcome(text: str, root: SysRoot, scale: float = 1.0) -> None:
         assert msg.startswith("f.toml: ") and msg.isprintable(), repr(msg)
         return
     for case in exp.cases:
-        assert all(isinstance(a, str) and "\0" not in a for a in case.args)
+        assert all(isinstance(a, str) and "\0" not in a for a in probe_argv(case.call))
         assert 0 <= case.expected_s < math.inf
         json.dumps(case.params, allow_nan=False)  # the manifest stores them
 
@@ -258,7 +259,7 @@ def probe() -> Path:
     try:
         probe_catalog(path)
     except UserError as e:
-        pytest.skip(str(e))
+        skip_setup(str(e))
     return path
 
 
@@ -306,8 +307,8 @@ def test_run_check_refuses_before_anything_runs(probe, tmp_path, keys, message):
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.skipif(shutil.which("stress-ng") is None, reason="stress-ng is not installed")
 def test_run_check_asks_stress_ng_about_every_case(probe, tmp_path):
+    need_tool("stress-ng")
     text = (
         "[[series]]\nname = 's'\nloops = 10\n"
         "sweep = { load = ['stress-ng:cpu', 'stress-ng:--cpu 1 --no-such-option'] }\n"

@@ -18,6 +18,8 @@ from rtlab.errors import UserError
 from rtlab.ingest import read_cyclictest
 from rtlab.probe import RESULT_SCHEMA
 
+from ._skips import skip_setup
+
 FIX = Path(__file__).parent / "fixtures" / "cyclictest"
 CYCLICTEST = Path("/usr/bin/cyclictest")
 PCTS = ("50", "90", "99", "99.9", "99.99")
@@ -89,7 +91,7 @@ def read(path: Path, **kw) -> dict:
 def cyclictest() -> list[str]:
     """Base command line for short real runs; skips when cyclictest can't run SCHED_FIFO."""
     if not CYCLICTEST.exists():
-        pytest.skip(f"{CYCLICTEST} not installed (Debian package rt-tests)")
+        skip_setup(f"{CYCLICTEST} not installed (Debian package rt-tests: make debs)")
     try:
         probe = subprocess.run(
             [str(CYCLICTEST), "-m", "-p", "80", "-t", "1", "-l", "2", "-q"],

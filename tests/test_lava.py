@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from rtlab.experiment import Experiment
 from rtlab.lava import FORMAT, case_id, emit, make_testdef, quote
+from rtlab.probecall import Option, ProbeCall, probe_argv
 from rtlab.records import CaseRecord
 
 from .probe.conftest import probe_path
@@ -57,8 +58,8 @@ cpus = "0"
 """
 
 
-def _experiment(args: list[list[str]], name: str = "x", description: str = "") -> Experiment:
-    cases = [CaseRecord(i, f"s{i}", f"c{i}", {}, args=a) for i, a in enumerate(args)]
+def _experiment(calls: list[ProbeCall], name: str = "x", description: str = "") -> Experiment:
+    cases = [CaseRecord(i, f"s{i}", f"c{i}", {}, call=c) for i, c in enumerate(calls)]
     return Experiment(name, description, 10**6, "test", "", [], {}, cases=cases)
 
 
@@ -100,8 +101,8 @@ def _run_steps(text: str, cwd: Path, bindir: Path) -> subprocess.CompletedProces
 def test_hostile_values_reach_the_probe_as_literal_arguments(tmp_path):
     record = tmp_path / "cases.log"
     probe = _fake_bin(tmp_path / "bin", record)
-    args = [["wakeup", "--load", v, v] for v in HOSTILE]
-    exp = _experiment(args, name="n$(touch PWNED)\n: x", description="d'\"\x00\n- y")
+    calls = [ProbeCall("wakeup", (Option("load", v), Option("policy", v))) for v in HOSTILE]
+    exp = _experiment(calls, name="n$(touch PWNED)\n: x", description="d'\"\x00\n- y")
     text = make_testdef(exp, str(probe), 10**6, str(tmp_path / "dut"))
     doc = yaml.safe_load(text)
     assert doc["metadata"]["format"] == FORMAT
@@ -111,7 +112,7 @@ def test_hostile_values_reach_the_probe_as_literal_arguments(tmp_path):
     assert cp.returncode == 0, cp.stderr
     assert not list(tmp_path.rglob("PWNED"))
     argv = [json.loads(x) for x in (tmp_path / "cases.log.argv").read_text().splitlines()]
-    assert [a[: a.index("--json")] for a in argv] == args
+    assert [a[: a.index("--json")] for a in argv] == [probe_argv(c) for c in calls]
     reports = record.read_text().splitlines()
     assert len(reports) == 2 * len(HOSTILE)
     # the worst thread: max 2 ms > the 1 ms deadline, p99 1.5 µs within it
@@ -123,7 +124,7 @@ def test_hostile_values_reach_the_probe_as_literal_arguments(tmp_path):
 def test_a_case_without_result_fails_and_the_others_run(tmp_path):
     record = tmp_path / "cases.log"
     _fake_bin(tmp_path / "bin", record)
-    exp = _experiment([["wakeup"], ["noise"]])
+    exp = _experiment([ProbeCall("wakeup"), ProbeCall("noise")])
     text = make_testdef(exp, "/bin/false", None, str(tmp_path / "dut"))
     text = text.replace('"\\"$RTLAB_PROBE\\" --version"', '"true"')  # /bin/false has none
     cp = _run_steps(text, tmp_path, tmp_path / "bin")

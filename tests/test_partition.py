@@ -12,15 +12,18 @@ from pathlib import Path
 
 import pytest
 
+import rtlab.targets._local as local_target
 from rtlab.errors import UnsupportedError, UserError
+from rtlab.probecall import Option, Outputs, ProbeCall, probe_argv
 from rtlab.records import CaseRecord
 from rtlab.system import SysRoot, isolated_cpus, read_facts
 from rtlab.system._fingerprint import fingerprint_from_facts
+from rtlab.targets import LocalTarget
 from rtlab.tune import CRASH_ENV, Changer
 from rtlab.tune import _partition_use as use
 from rtlab.tune._cgroup import find_hierarchy, format_cpumask
 from rtlab.tune._partition import create, load, undo_changes
-from rtlab.tune._partition_use import Placement, partition_runner, place_cases, show
+from rtlab.tune._partition_use import Placement, place_cases, show
 from rtlab.tune._rootfs import RootFS
 from tests._cgroupfs import (
     NEW_V1,
@@ -34,6 +37,8 @@ from tests._cgroupfs import (
     snapshot,
 )
 from tests.conftest import make_root
+
+from ._skips import skip_setup
 
 
 @pytest.fixture(autouse=True)
@@ -236,11 +241,10 @@ def test_only_a_valid_isolated_v2_partition_counts(tmp_path):
 
 
 def case(i: int, cpus: str | None, loads: tuple[str, ...] = ()) -> CaseRecord:
-    args = ["wakeup", *(["--cpus", cpus] if cpus else [])]
-    for spec in loads:
-        args += ["--load", spec]
+    options = [Option("cpus", cpus, "cpus")] if cpus else []
+    options += [Option("load", spec, "load") for spec in loads]
     return CaseRecord(index=i, series="s", name=f"c{i}", swept={}, params={"cpus_resolved": cpus},
-                      args=args)  # fmt: skip
+                      call=ProbeCall("wakeup", tuple(options)))  # fmt: skip
 
 
 @pytest.fixture
@@ -248,7 +252,7 @@ def fake_partition(tmp_path, state, monkeypatch):
     root = make_root(tmp_path, V1)
     create("3", "rt", root, after_mkdir=kernel(NEW_V1))
     p = load("rt")
-    pl = Placement(p, "/hk/cgroup.procs", ("--thread-cgroup", "/rt/tasks"))
+    pl = Placement(p, "/hk/cgroup.procs", (Option("thread-cgroup", "/rt/tasks", "partition"),))
     monkeypatch.setattr(use, "placement", lambda part: pl)
     return pl
 
@@ -268,23 +272,25 @@ def test_named_partition_takes_every_case_and_refuses_other_cpus(fake_partition)
         place_cases([case(0, "3")], "other", [])
 
 
-def test_without_a_name_only_cases_pinned_inside_a_partition_use_it(fake_partition):
+def test_without_a_name_only_cases_pinned_inside_a_partition_use_it(fake_partition, monkeypatch):
     cases = [case(0, "3"), case(1, "0"), case(2, None)]
     notes: list[str] = []
     place_cases(cases, None, notes)
     assert [c.params.get("partition") for c in cases] == ["rt", None, None]
     calls = []
 
-    def probe(args, doc, on_progress=None, cgroup=None):
-        calls.append((args, cgroup))
+    def probe(call, outputs, on_progress=None, probe=None, cgroup=None):
+        calls.append((probe_argv(call), cgroup))
 
-    run = partition_runner(cases, probe)
+    monkeypatch.setattr(local_target, "run_probe", probe)
+    here = LocalTarget(Path("/bin/true"))
     for c in cases:
-        run(list(c.args), Path(f"cases/{c.slug}.json"))
+        assert c.call is not None
+        here.run_case(c, c.call, Path(f"cases/{c.slug}.json"), None)
     assert calls[0] == (["wakeup", "--cpus", "3", "--thread-cgroup", "/rt/tasks"],
                         "/hk/cgroup.procs")  # fmt: skip
     assert calls[1] == (["wakeup", "--cpus", "0"], None)
-    assert partition_runner([case(0, "0")], probe) is probe
+    assert calls[2] == (["wakeup"], None)
 
 
 # --- the command line ---------------------------------------------------------------------
@@ -350,11 +356,11 @@ def _probe_with_cgroup_options():
     try:
         probe = find_probe()
     except UserError as e:
-        pytest.skip(f"rtlab-probe not found: {e}")
+        skip_setup(f"rtlab-probe not found: {e}")
     doc = json.loads(subprocess.run([str(probe), "list", "--json"], capture_output=True,
                                     text=True, timeout=30).stdout)  # fmt: skip
     if "thread-cgroup" not in {o["name"] for o in doc["common_options"]}:
-        pytest.skip("the rtlab-probe found is an older build without --thread-cgroup")
+        skip_setup("the rtlab-probe found is an older build without --thread-cgroup")
     return probe
 
 
@@ -400,7 +406,8 @@ def test_run_probe_refuses_a_cgroup_it_cannot_start_in(tmp_path):
     try:
         find_probe()
     except UserError as e:
-        pytest.skip(f"rtlab-probe not found: {e}")
+        skip_setup(f"rtlab-probe not found: {e}")
     missing = tmp_path / "gone" / "cgroup.procs"
     with pytest.raises(UnsupportedError, match=f"cannot start the probe in {missing} \\(No such"):
-        run_probe(["wakeup", "--loops", "1"], tmp_path / "d.json", cgroup=str(missing))
+        call = ProbeCall("wakeup", (Option("loops", "1"),))
+        run_probe(call, Outputs(str(tmp_path / "d.json")), cgroup=str(missing))

@@ -18,6 +18,7 @@ import pytest
 from rtlab.probe import find_probe
 from rtlab.system import LIVE_ROOT, isolated_cpus, read_facts
 from rtlab.tune import CRASH_ENV
+from tests._skips import skip_setup
 from tests.conftest import is_root
 
 CPUSET = Path("/sys/fs/cgroup/cpuset")
@@ -163,7 +164,7 @@ def _tasks_of(pid: int) -> list[tuple[str, str, str]]:
 
 def test_run_partition_measures_in_the_partition_and_loads_outside(partition, tmp_path):
     if not _probe_has_cgroup_options():
-        pytest.skip("the rtlab-probe found has no --thread-cgroup (an older build)")
+        skip_setup("the rtlab-probe found has no --thread-cgroup (an older build)")
     state, cpu, _ = partition
     exp = tmp_path / "exp.toml"
     exp.write_text('[[series]]\nname = "iso"\ncpus = "isolated"\nduration = "4s"\n'

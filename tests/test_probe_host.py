@@ -4,6 +4,7 @@ with rtlab. Fake probes are shell scripts; the tests with the real probe skip wi
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -15,18 +16,20 @@ from pathlib import Path
 import pytest
 
 import rtlab
-from rtlab.errors import InternalError, UnsupportedError, UserError
+from rtlab.errors import InternalError, OutputError, UnsupportedError, UserError
 from rtlab.probe import (
     RESULT_SCHEMA,
     Refusal,
-    _die_with,
-    check_args,
+    check_call,
+    die_with,
     load_catalog,
     migrate,
     probe_catalog,
     run_probe,
 )
+from rtlab.probecall import Option, Outputs, ProbeCall
 
+from ._skips import skip_setup
 from .probe.conftest import probe_path
 
 FIXTURE = Path(__file__).parent / "fixtures" / "probe-list.json"
@@ -46,7 +49,7 @@ def new_probe() -> Path:
     try:
         probe_catalog(path)
     except UserError as e:
-        pytest.skip(str(e))
+        skip_setup(str(e))
     return path
 
 
@@ -96,10 +99,15 @@ def test_the_fixture_catalog_is_the_probes():
 
     def shape(cat):
         return [(o.name, o.type, o.min, o.max, o.aliases) for o in cat.common_options] + [
-            (m.name, [(o.name, o.type, o.min, o.max) for o in m.options]) for m in cat.meters
+            (m.name, [(o.name, o.type, o.min, o.max, o.choices) for o in m.options])
+            for m in cat.meters
         ]
 
     assert shape(real) == shape(fixture)
+
+
+def wakeup(*options: tuple[str, str | None]) -> ProbeCall:
+    return ProbeCall("wakeup", tuple(Option(n, v) for n, v in options))
 
 
 # --- refusals ------------------------------------------------------------------------------
@@ -124,14 +132,14 @@ def test_check_reads_the_json_refusal(tmp_path):
         esac
         """,
     )
-    assert check_args(["wakeup", "--policy", "fifo:10"], probe) is None
-    assert check_args(["wakeup", "--policy", "fifo:200"], probe) == Refusal(
+    assert check_call(wakeup(("policy", "fifo:10")), probe) is None
+    assert check_call(wakeup(("policy", "fifo:200")), probe) == Refusal(
         '--policy: "fifo:200": priority must be 1..99', "policy", "fifo:200", 2
     )
-    assert check_args(["wakeup", "--load", "stress-ng:cpu"], probe) == Refusal(
+    assert check_call(wakeup(("load", "stress-ng:cpu")), probe) == Refusal(
         "stress-ng not found", "load", "stress-ng:cpu", 3
     )
-    assert check_args(["wakeup", "--bogus"], probe) == Refusal(
+    assert check_call(wakeup(("bogus", None)), probe) == Refusal(
         'unknown option "--bogus"', None, "--bogus", 2
     )
 
@@ -146,17 +154,15 @@ def test_check_falls_back_to_the_stderr_line(tmp_path):
         exit 2
         """,
     )
-    assert check_args(["wakeup"], probe) == Refusal(
-        '--interval: "0" is out of range', None, None, 2
-    )
+    assert check_call(wakeup(), probe) == Refusal('--interval: "0" is out of range', None, None, 2)
     silent = fake_probe(tmp_path, "exit 2\n", "silent")
-    assert check_args(["wakeup"], silent) == Refusal("exit 2", None, None, 2)
+    assert check_call(wakeup(), silent) == Refusal("exit 2", None, None, 2)
 
 
 def test_check_with_the_real_probe():
     probe = new_probe()
-    assert check_args(["wakeup", "--loops", "10", "--policy", "other"], probe) is None
-    refusal = check_args(["wakeup", "--interval", "0"], probe)
+    assert check_call(wakeup(("loops", "10"), ("policy", "other")), probe) is None
+    refusal = check_call(wakeup(("interval", "0")), probe)
     assert (refusal.option, refusal.value, refusal.exit_code) == ("interval", "0", 2)
     assert "\n" not in refusal.message and refusal.message.startswith("--interval")
 
@@ -165,14 +171,15 @@ def test_check_with_the_real_probe():
 
 
 @pytest.mark.parametrize(
-    ("code", "error"), [(2, UserError), (3, UnsupportedError), (4, InternalError)]
+    ("code", "error"),
+    [(2, UserError), (3, UnsupportedError), (4, InternalError), (5, OutputError)],
 )
 def test_exit_codes_raise_the_matching_error(tmp_path, code, error):
     probe = fake_probe(
         tmp_path, f"echo first >&2\necho 'rtlab-probe wakeup: boom {code}' >&2\nexit {code}\n"
     )
     with pytest.raises(error) as e:
-        run_probe(["wakeup"], tmp_path / "doc.json", probe=probe)
+        run_probe(wakeup(), Outputs(str(tmp_path / "doc.json")), probe=probe)
     assert str(e.value) == f"rtlab-probe wakeup: boom {code}"
 
 
@@ -189,7 +196,7 @@ def test_run_feeds_progress_and_returns_the_document(tmp_path):
         """,
     )
     lines: list[dict] = []
-    outcome = run_probe(["wakeup"], doc, lines.append, probe=probe)
+    outcome = run_probe(wakeup(), Outputs(str(doc)), lines.append, probe=probe)
     assert lines == [{"phase": "start"}]
     assert (outcome.returncode, outcome.document, outcome.interrupted) == (1, doc, False)
 
@@ -224,14 +231,14 @@ def test_the_child_is_told_to_die_with_its_parent():
         [sys.executable, "-c", PDEATHSIG],
         capture_output=True,
         text=True,
-        preexec_fn=_die_with(os.getpid()),
+        preexec_fn=die_with(os.getpid()),
         check=True,
     ).stdout
     assert int(out) == signal.SIGTERM
 
 
 def test_a_child_whose_parent_already_died_does_not_start():
-    cp = subprocess.run(["true"], preexec_fn=_die_with(os.getpid() + 100_000))
+    cp = subprocess.run(["true"], preexec_fn=die_with(os.getpid() + 100_000))
     assert cp.returncode == 4
 
 
@@ -241,11 +248,13 @@ HOST = """
 import json, sys
 from pathlib import Path
 from rtlab.probe import run_probe
+from rtlab.probecall import Outputs, ProbeCall
 
 def show(line):
     print(json.dumps(line), flush=True)
 
-run_probe(sys.argv[3:], Path(sys.argv[1]), show, Path(sys.argv[2]))
+call = ProbeCall.from_dict(json.loads(sys.argv[3]), "argv")
+run_probe(call, Outputs(sys.argv[1]), show, Path(sys.argv[2]))
 """
 
 
@@ -279,9 +288,11 @@ def alive(pid: int) -> bool:
 def test_the_probe_and_its_loads_die_with_a_killed_rtlab(tmp_path, load):
     probe = new_probe()
     env = {**os.environ, "PYTHONPATH": str(Path(rtlab.__file__).parents[1])}
-    args = ["wakeup", "--policy", "other", "--no-mlock", "--duration", "300s", "--load", load]
+    call = wakeup(
+        ("policy", "other"), ("no-mlock", None), ("duration", "300s"), ("load", load)
+    ).to_dict()
     host = subprocess.Popen(
-        [sys.executable, "-c", HOST, str(tmp_path / "doc.json"), str(probe), *args],
+        [sys.executable, "-c", HOST, str(tmp_path / "doc.json"), str(probe), json.dumps(call)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ._skips import need_tool
 from .conftest import is_root
 from .test_report import inline_svgs, read_csv, tags_of
 
@@ -34,9 +35,13 @@ sweep = {{ forkcopy = [0, 4] }}
 """
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium not installed (Debian package chromium: make debs)"
-)
+needs_chromium = pytest.mark.usefixtures("chromium_installed")
+
+
+@pytest.fixture(scope="session")  # session: checked before the module's real runs
+def chromium_installed() -> None:
+    if CHROMIUM is None:
+        need_tool("chromium")
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from .probe import procfs
 
 EXPERIMENT = """
@@ -104,3 +106,40 @@ def test_killed_run_takes_its_probe_along_and_resumes(tmp_path):
     summary = json.loads(out)
     assert summary["id"] == exp_dir.name and summary["complete"] and summary["ran"] == 2
     assert Path(summary["report"]).is_file()
+
+
+FULL = """
+[experiment]
+name = "full"
+[defaults]
+policy = "other"
+mlock = false
+interval = "10us"
+loops = 300000
+[[series]]
+name = "s"
+"""
+
+
+def test_a_full_disk_fails_the_case_with_exit_5_and_keeps_the_record(tmp_path):
+    """The probe cannot write every raw sample (no space left): rtlab says so, exit 5, the
+    case is failed with the reason and --resume is named; nothing is called done."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "rtlab-test", str(mnt)]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        toml = tmp_path / "full.toml"
+        toml.write_text(FULL)
+        run = _rtlab("run", str(toml), "--raw", "--results", str(mnt / "results"))
+        _, err = run.communicate(timeout=120)
+        assert run.returncode == 5, err
+        assert "failed" in err and "rtlab run --resume" in err
+        (manifest,) = (mnt / "results").glob("*/experiment.json")
+        (case,) = json.loads(manifest.read_text())["cases"]
+        assert case["status"] == "failed" and case["reason"]
+        assert not list(manifest.parent.glob("cases/000.json"))  # nothing half-kept
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)

@@ -9,10 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from rtlab.cli._tuned import measured_cpus, tuned
 from rtlab.errors import UserError
+from rtlab.probecall import Option, ProbeCall
 from rtlab.system._setup import setup_description, setup_names
 from rtlab.tune import STATE_ENV, Journal
+from rtlab.tune._during import measured_cpus, tuned
 
 SYSTEMS = Path(__file__).parent / "fixtures" / "systems"
 TIMER = "proc/sys/kernel/timer_migration"
@@ -33,14 +34,26 @@ def root(tmp_path, monkeypatch) -> Path:
     return r
 
 
+def call(meter: str, cpus: str | None) -> ProbeCall:
+    pinned = (Option("cpus", cpus, "cpus"),) if cpus else ()
+    return ProbeCall(meter, (Option("loops", "10", "loops"), *pinned))
+
+
 def exp(cpus: str | None = "3") -> SimpleNamespace:
-    args = ["wakeup", "--loops", "10"] + (["--cpus", cpus] if cpus else [])
-    return SimpleNamespace(cases=[SimpleNamespace(args=args)], deadline_ns=None)
+    return SimpleNamespace(cases=[SimpleNamespace(call=call("wakeup", cpus))], deadline_ns=None)
+
+
+def said(text: str) -> None:
+    pass
 
 
 def test_measured_cpus_are_the_cases_pinned_cpus():
     e = SimpleNamespace(
-        cases=[SimpleNamespace(args=["wakeup", "--cpus", "2-3"]), SimpleNamespace(args=["noise"])]
+        cases=[
+            SimpleNamespace(call=call("wakeup", "2-3")),
+            SimpleNamespace(call=call("noise", None)),
+            SimpleNamespace(call=None),  # an imported case
+        ]
     )
     assert measured_cpus(e.cases) == [2, 3]
     assert measured_cpus(exp(None).cases) is None
@@ -48,7 +61,7 @@ def test_measured_cpus_are_the_cases_pinned_cpus():
 
 def test_applied_during_the_run_and_reset_after(root):
     before = snapshot(root)
-    with tuned(exp(), root) as record:
+    with tuned(exp(), said, root) as record:
         assert snapshot(root) != before  # in effect while the cases run
         assert (root / TIMER).read_text().strip() == "0"
         assert record["summary"].startswith("tuned: ")
@@ -60,14 +73,14 @@ def test_applied_during_the_run_and_reset_after(root):
 
 def test_reset_also_when_the_run_fails(root):
     before = snapshot(root)
-    with pytest.raises(KeyboardInterrupt), tuned(exp(), root):
+    with pytest.raises(KeyboardInterrupt), tuned(exp(), said, root):
         raise KeyboardInterrupt
     assert snapshot(root) == before
 
 
 def test_an_active_tuning_is_not_taken_over(root):
     Journal.open_or_create("tune", "/")  # a tuning the user applied by hand
-    with pytest.raises(UserError, match="already active"), tuned(exp(), root):
+    with pytest.raises(UserError, match="already active"), tuned(exp(), said, root):
         pass
 
 

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from rtlab.errors import UserError
+from rtlab.probecall import Option, ProbeCall, probe_argv
 from rtlab.records import MANIFEST_SCHEMA, CaseRecord, Manifest, SeriesRecord, new_manifest
 from rtlab.store import Store
 
@@ -212,11 +213,27 @@ def test_schema_1_manifest_is_migrated(tmp_path):
     data = rec.manifest.to_dict()
     data["schema"] = 1
     data["cases"][0]["params"]["dma_latency"] = 0
-    data["cases"][0]["args"] = ["wakeup", "--dma-latency", "0", "--loops", "10"]
+    del data["cases"][0]["call"]
+    data["cases"][0]["args"] = ["wakeup", "--dma-latency", "0", "--loops", "10", "--no-mlock"]
     (rec.path / "experiment.json").write_text(json.dumps(data))
     case = store.open("old").cases[0]
     assert case.params["dma_latency"] == "0us"
-    assert case.args == ["wakeup", "--dma-latency", "0us", "--loops", "10"]
+    assert case.call == ProbeCall(
+        "wakeup",
+        (
+            Option("dma-latency", "0us", "dma_latency"),
+            Option("loops", "10", "probe_args"),
+            Option("no-mlock", None, "probe_args"),
+        ),
+    )
+    assert probe_argv(case.call) == [
+        "wakeup",
+        "--dma-latency",
+        "0us",
+        "--loops",
+        "10",
+        "--no-mlock",
+    ]
     data["schema"] = MANIFEST_SCHEMA + 1
     (rec.path / "experiment.json").write_text(json.dumps(data))
     with pytest.raises(UserError, match="schema"):

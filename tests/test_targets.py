@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from rtlab.errors import UserError
 from rtlab.probe import find_probe
+from rtlab.probecall import Option, ProbeCall
 from rtlab.records import CaseRecord, new_manifest
 from rtlab.results import setup_labels
 from rtlab.store import Store
@@ -196,6 +197,10 @@ class LocalShell:
         pass
 
 
+def wakeup(*options: tuple[str, str | None]) -> ProbeCall:
+    return ProbeCall("wakeup", tuple(Option(n, v) for n, v in options))
+
+
 def test_session_runs_cases_brings_documents_and_raw_files_back(tmp_path):
     async def go():
         s = Session(TargetSpec("local", probe=str(find_probe())), LocalShell())
@@ -206,13 +211,11 @@ def test_session_runs_cases_brings_documents_and_raw_files_back(tmp_path):
         assert "wakeup" in catalog.meter_names
         root = await s.snapshot()
         assert root.read("proc/cmdline") is not None
-        args = ["wakeup", "--policy", "other", "--no-mlock", "--loops", "30", "--threads", "2"]
+        call = wakeup(("policy", "other"), ("no-mlock", None), ("loops", "30"), ("threads", "2"))
         lines = []
         doc = tmp_path / "001.json"
-        outcome = await s.run_case(
-            [*args, "--raw", "x/001.raw"], doc, lines.append, asyncio.Event()
-        )
-        checks = await s.check_all([args, ["wakeup", "--interval", "0"]])
+        outcome = await s.run_case(call, doc, True, lines.append, asyncio.Event())
+        checks = await s.check_all([call, wakeup(("interval", "0"))])
         await s.close()
         return remote_dir, outcome, lines, checks
 
@@ -232,7 +235,7 @@ def test_closing_the_channel_stops_the_probe(tmp_path):
         s = Session(TargetSpec("local", probe=str(find_probe())), LocalShell())
         await s.prepare()
         stop = asyncio.Event()
-        args = ["wakeup", "--policy", "other", "--no-mlock", "--duration", "1h"]
+        call = wakeup(("policy", "other"), ("no-mlock", None), ("duration", "1h"))
 
         def progress(line):
             if line.get("phase") == "measure":
@@ -240,7 +243,7 @@ def test_closing_the_channel_stops_the_probe(tmp_path):
 
         try:
             return await asyncio.wait_for(
-                s.run_case(args, tmp_path / "000.json", progress, stop), 60
+                s.run_case(call, tmp_path / "000.json", False, progress, stop), 60
             )
         finally:
             await s.close()
@@ -255,7 +258,7 @@ def test_closing_the_channel_stops_the_probe(tmp_path):
 
 
 def _experiment(store: Store, target: str | None, farm: str | None = None):
-    case = CaseRecord(0, "s", "c", {}, {}, ["wakeup"])
+    case = CaseRecord(0, "s", "c", {}, {}, ProbeCall("wakeup"))
     m = new_manifest(name="tiny", description="", source="x.toml", series=[], cases=[case])
     if target:
         m.target = {"name": target, "farm": farm}

@@ -18,22 +18,22 @@ import pytest
 
 import rtlab
 from rtlab.probe import find_probe, run_probe
+from rtlab.probecall import Option, Outputs, ProbeCall, probe_argv
 from rtlab.store import Store
 from rtlab.system import audit_system
 
+from ._skips import skip_setup
 from ._sshd import (
     alive,
     client_home,
     descendants,
     free_port,
     keygen,
+    need_sshd,
     parent,
-    sshd_unavailable,
     start_sshd,
     wait_until,
 )
-
-pytestmark = pytest.mark.skipif(sshd_unavailable() is not None, reason=str(sshd_unavailable()))
 
 SRC = Path(rtlab.__file__).resolve().parents[1]  # the rtlab under test, for its processes
 SRC_TREE = str(SRC) not in site.getsitepackages()  # run from the source tree (PYTHONPATH)
@@ -69,6 +69,19 @@ duration = "60s"
 settle = "100ms"
 sweep = { forkcopy = [2] }
 """
+
+
+@pytest.fixture(scope="session", autouse=True)  # session: before the module's servers start
+def _sshd_here() -> None:
+    need_sshd()
+
+
+def need_labgrid() -> None:
+    __tracebackhide__ = True
+    try:
+        import labgrid  # noqa: F401
+    except ImportError:
+        skip_setup("labgrid is not installed (the test extra of `make install` has it)")
 
 
 @pytest.fixture(scope="module")
@@ -119,12 +132,14 @@ def test_quick_preset_through_ssh_matches_a_local_run(env, rtlab):
     assert "rtlab-probe" in target["probe_version"]
     # the same structure as here: one document of the same meter, the fingerprint, the audit
     local_doc = tmp_doc = rec.path.parent / "local.json"
-    run_probe(["wakeup", "--policy", "other", "--loops", "20", "--no-mlock"], tmp_doc)
+    call = ProbeCall("wakeup", (Option("policy", "other"), Option("loops", "20")))
+    run_probe(call.adding(Option("no-mlock")), Outputs(str(tmp_doc)))
     local = json.loads(local_doc.read_text())
     for case in rec.cases:
         doc = json.loads((rec.path / case.document).read_text())
         assert set(doc) == set(local), case.name
-        assert doc["argv"][1:][: len(case.args)] == case.args
+        argv = probe_argv(case.call)
+        assert doc["argv"][1:][: len(argv)] == argv
     system, audit = audit_system()
     assert set(rec.system()) == set(system)
     stored = json.loads((rec.path / "audit.json").read_text())
@@ -230,8 +245,8 @@ def test_killed_connection_leaves_nothing_behind_and_resume_continues(env, rtlab
     assert not list(a.tmpdir.iterdir())
     # --resume reconnects to the recorded target; the minute is shortened to keep this quick
     manifest = json.loads((rec.path / "experiment.json").read_text())
-    args = manifest["cases"][1]["args"]
-    args[args.index("--duration") + 1] = "200ms"
+    options = manifest["cases"][1]["call"]["options"]
+    next(o for o in options if o["name"] == "duration")["value"] = "200ms"
     (rec.path / "experiment.json").write_text(json.dumps(manifest))
     rc, _, err = rtlab("run", "--resume", rec.id)
     assert rc == 0, err
@@ -304,7 +319,7 @@ def test_host_keys_are_checked_and_accepted_only_when_new(env, rtlab, tmp_path):
 
 
 def test_labgrid_ssh_driver_and_power(env, rtlab, tmp_path, monkeypatch):
-    pytest.importorskip("labgrid", reason="labgrid is not installed (pip install 'rtlab[labgrid]')")
+    need_labgrid()
     home, (a, _), results = env
     power = tmp_path / "power"
     config = tmp_path / "lg.yaml"
@@ -343,14 +358,14 @@ def test_local_probe_is_the_native_choice():
 def _tool(name: str) -> str:
     path = Path(sys.executable).parent / name
     if not path.exists():
-        pytest.skip(f"no {name} beside this Python (labgrid not installed here)")
+        skip_setup(f"no {name} beside this Python (labgrid, the test extra of `make install`)")
     return str(path)
 
 
 def test_labgrid_place_of_a_coordinator(env, rtlab, tmp_path, monkeypatch):
     """labgrid:PLACE without $LG_ENV: the coordinator's place, its exported NetworkService
     (this server), reached through labgrid's SSHDriver with the target's identity."""
-    pytest.importorskip("labgrid", reason="labgrid is not installed (pip install 'rtlab[labgrid]')")
+    need_labgrid()
     home, (a, _), _results = env
     coordinator = f"127.0.0.1:{free_port()}"
     monkeypatch.setenv("LG_COORDINATOR", coordinator)

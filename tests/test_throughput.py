@@ -9,9 +9,7 @@ import pytest
 
 from rtlab.throughput import WORKLOADS, change_pct
 
-needs_hackbench = pytest.mark.skipif(
-    not shutil.which("hackbench"), reason="hackbench (Debian package rt-tests) not installed"
-)
+from ._skips import need_tool
 
 
 def test_change_and_its_interval():
@@ -22,8 +20,8 @@ def test_change_and_its_interval():
     assert faster["change_lo"] <= faster["change_pct"] <= faster["change_hi"]
 
 
-@needs_hackbench
 def test_suite_is_stored_shown_and_compared(rtlab, tmp_path):
+    need_tool("hackbench")
     results = tmp_path / "results"
     args = ["bench", "throughput", "--repeat", "2", "--scale", "0.05", "--json",
             "--workloads", "fork-exec,hackbench-pipe", "--results", str(results)]  # fmt: skip

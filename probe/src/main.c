@@ -8,6 +8,7 @@
 #include "lib/explain.h"
 #include "lib/jsonw.h"
 #include "lib/opts.h"
+#include "lib/outfile.h"
 #include "lib/runner.h"
 #include "probe.h"
 #include "sysinfo.h"
@@ -24,7 +25,7 @@ static void usage(FILE *f)
 		   "  sysinfo      the system files the readiness audit reads (--json FILE)\n"
 		   "  explain      --cleanup: remove tracefs instances left by killed runs\n"
 		   "\nexit codes: 0 ok, 1 a latency exceeded --deadline, 2 bad usage, 3 unsupported here,\n"
-		   "4 internal error\n");
+		   "4 internal error, 5 an output could not be written\n");
 }
 
 static void list_usage(FILE *f)
@@ -137,10 +138,7 @@ int main(int argc, char **argv)
 	}
 	/* Stop signals are taken synchronously by the main thread (sigtimedwait);
 	 * every thread and load inherits this mask until it resets it. */
-	(void)sigemptyset(&sigs);
-	(void)sigaddset(&sigs, SIGINT);
-	(void)sigaddset(&sigs, SIGTERM);
-	(void)sigaddset(&sigs, SIGHUP);
+	stopsig_set(&sigs);
 	(void)sigprocmask(SIG_BLOCK, &sigs, NULL);
 	(void)signal(SIGPIPE, SIG_IGN);
 	/* Load grandchildren orphaned by a dying worker come back to us to be reaped. */

@@ -16,16 +16,18 @@ enum probe_exit {
 	EXIT_USAGE = 2,       /* bad usage or input */
 	EXIT_UNSUPPORTED = 3, /* cannot be done here (permission, kernel feature) */
 	EXIT_INTERNAL = 4,
+	EXIT_OUTPUT = 5,      /* an output could not be written (no space, I/O error, no reader) */
 };
 
 enum opt_type {
 	OPT_FLAG,     /* bool, no value */
 	OPT_INT,      /* int64 within [min, max] */
 	OPT_DURATION, /* int64 ns within [min, max], unit mandatory */
-	OPT_CPULIST,  /* struct cpulist + presence */
+	OPT_CPULIST,  /* struct cpulist + presence; max > 0: at most max CPUs (1: one CPU) */
 	OPT_POLICY,   /* struct policy_spec */
 	OPT_STRING,   /* const char * (points into argv) */
 	OPT_LOAD,     /* appended to a struct load_list (repeatable) */
+	OPT_CHOICE,   /* int: the index of one of the words in choices[] */
 };
 
 struct opt_desc {
@@ -38,6 +40,8 @@ struct opt_desc {
 	size_t set_offset;    /* offset of a bool "was given" flag, or OPT_NO_SET */
 	int64_t step;         /* int/duration: the value must be a multiple (ns); 0: any */
 	const char *alias_of; /* an alias: the name of its option, in the same table */
+	const char *const *choices; /* choice: the words accepted, NULL-terminated */
+	int choice_default;   /* choice: index of the word the option has when not given */
 };
 
 #define OPT_NO_SET ((size_t)-1)
@@ -47,6 +51,13 @@ struct opt_desc {
 #define OPT_DESC(name_, type_, min_, max_, metavar_, help_, offset_, set_offset_)              \
 	{ .name = (name_), .type = (type_), .min = (min_), .max = (max_), .metavar = (metavar_), \
 	  .help = (help_), .offset = (offset_), .set_offset = (set_offset_) }
+
+/* A choice among WORDS_ (NULL-terminated): the int at OFFSET_ becomes the index of the word
+ * given, DEFAULT_ (an index) when none is. Parsing, the error for a word not among them and
+ * its description in --help and `list --json` are opts.c's. */
+#define OPT_CHOICE_DESC(name_, words_, default_, metavar_, help_, offset_, set_offset_)        \
+	{ .name = (name_), .type = OPT_CHOICE, .choices = (words_), .choice_default = (default_), \
+	  .metavar = (metavar_), .help = (help_), .offset = (offset_), .set_offset = (set_offset_) }
 
 /* A second name for an option of the same table: accepted, hidden from --help. */
 #define OPT_ALIAS(alias_, canonical_) { .name = (alias_), .alias_of = (canonical_) }
@@ -97,6 +108,11 @@ struct meter {
 	void (*doc_json)(struct jw *w, const void *params, const struct mthread *threads, int n);
 	/* Samples are wake-ups of the measuring thread that --explain can explain. */
 	bool explainable;
+	/* Optional: an array of the program image (.bss) that only this meter touches. Every
+	 * run unmaps its whole pages before it locks memory (meters_release_image), so that no
+	 * run locks it or counts it against RLIMIT_MEMLOCK; the meter maps what it uses again. */
+	char *image_array;
+	size_t image_array_bytes;
 };
 
 struct load_spec;
@@ -112,6 +128,8 @@ struct load_kind {
 	void (*worker)(const struct load_spec *spec, int index, volatile uint64_t *iter);
 	/* Kind-specific entries of the load's JSON object. */
 	void (*params_json)(struct jw *w, const struct load_spec *spec);
+	/* Optional: kind-specific entries of what ran ("loads"), for its WORKERS workers. */
+	void (*report_json)(struct jw *w, const struct load_spec *spec, int workers);
 	/* Optional, in the probe before measuring (also with --check): -ENOENT when an
 	 * external tool is missing (exit 3), -EINVAL when it refuses the arguments
 	 * (exit 2). Must be cheap and leave no process or file behind. */
@@ -124,6 +142,14 @@ extern const struct meter *const probe_meters[];
 extern const struct load_kind *const probe_load_kinds[];
 
 const struct meter *find_meter(const char *name);
+
+/* The whole pages of an array of BYTES at A, for pages of PAGE bytes: the first of them,
+ * and their length (bytes, 0: none) in *LEN. */
+char *meter_image_pages(char *a, size_t bytes, size_t page, size_t *len);
+
+/* Unmap the whole pages of every meter's image_array: once per run, before memory is
+ * locked, whichever meter runs. */
+void meters_release_image(void);
 const struct load_kind *find_load_kind(const char *name);
 
 #endif

@@ -1,5 +1,9 @@
 /* The one table of meters and loads. Adding one: its own file, a line here. */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "probe.h"
 
@@ -64,4 +68,60 @@ const struct load_kind *find_load_kind(const char *name)
 		if (!strcmp(probe_load_kinds[i]->name, name))
 			return probe_load_kinds[i];
 	return NULL;
+}
+
+char *meter_image_pages(char *a, size_t bytes, size_t page, size_t *len)
+{
+	uintptr_t lo = ((uintptr_t)a + page - 1) & ~(uintptr_t)(page - 1);
+	uintptr_t hi = ((uintptr_t)a + bytes) & ~(uintptr_t)(page - 1);
+
+	*len = hi > lo ? hi - lo : 0;
+	return (char *)lo;
+}
+
+/* Calls FN with the whole pages of every meter's image_array. */
+static void each_image(void (*fn)(char *pages, size_t len))
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), len;
+
+	for (int i = 0; probe_meters[i]; i++) {
+		const struct meter *m = probe_meters[i];
+		char *pages = m->image_array ? meter_image_pages(m->image_array,
+								 m->image_array_bytes, page, &len)
+					     : NULL;
+
+		if (pages && len)
+			fn(pages, len);
+	}
+}
+
+static void image_unmap(char *pages, size_t len)
+{
+	(void)munmap(pages, len); /* should it stay, a static slice's MAP_FIXED_NOREPLACE says so */
+}
+
+#ifdef __SANITIZE_ADDRESS__
+static void image_map_back(char *pages, size_t len)
+{
+	(void)mmap(pages, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+}
+
+/* LeakSanitizer reads all of .bss at exit, after the atexit handlers: map it back. */
+static void images_map_back(void)
+{
+	each_image(image_map_back);
+}
+#endif
+
+void meters_release_image(void)
+{
+	static bool released;
+
+	if (released)
+		return;
+	released = true;
+	each_image(image_unmap);
+#ifdef __SANITIZE_ADDRESS__
+	(void)atexit(images_map_back);
+#endif
 }

@@ -16,6 +16,7 @@
 
 #include "lib/atomicfile.h"
 #include "lib/jsonw.h"
+#include "lib/outfile.h"
 #include "probe.h"
 #include "sysinfo.h"
 
@@ -411,8 +412,7 @@ static int sysinfo_fill(FILE *f, const void *arg)
 int sysinfo_main(int argc, char **argv)
 {
 	const char *out = NULL;
-	bool open_failed;
-	int ret;
+	int ret, sig = 0;
 
 	for (int i = 0; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -430,10 +430,21 @@ int sysinfo_main(int argc, char **argv)
 		fprintf(stderr, "rtlab-probe sysinfo: --json FILE is required\n");
 		return EXIT_USAGE;
 	}
-	ret = atomic_write(out, sysinfo_fill, NULL, &open_failed);
+	if ((ret = atomic_check(out))) {
+		fprintf(stderr, "rtlab-probe sysinfo: --json: cannot write \"%.300s\" (%s)\n", out,
+			strerror(-ret));
+		return EXIT_USAGE;
+	}
+	ret = atomic_write(out, sysinfo_fill, NULL, &sig);
+	if (ret == -EINTR && sig) {
+		fprintf(stderr, "rtlab-probe sysinfo: --json: stopped by %s while waiting for a reader "
+			"of \"%.300s\": nothing written\n", stopsig_name(sig), out);
+		return EXIT_OUTPUT;
+	}
 	if (ret) {
-		fprintf(stderr, "rtlab-probe sysinfo: \"%s\": %s\n", out, strerror(-ret));
-		return open_failed ? EXIT_USAGE : EXIT_INTERNAL;
+		fprintf(stderr, "rtlab-probe sysinfo: --json: cannot write \"%.300s\" (%s): no "
+			"document written\n", out, strerror(-ret));
+		return ret == -ENOMEM ? EXIT_INTERNAL : EXIT_OUTPUT;
 	}
 	return EXIT_OK;
 }

@@ -1,4 +1,4 @@
-/* Option tables: aliases, ranges and steps, and the facts recorded about a refusal. */
+/* Option tables: aliases, ranges and steps, choices, and the facts recorded about a refusal. */
 #include "check.h"
 #include "lib/jsonw.h"
 #include "lib/opts.h"
@@ -17,7 +17,15 @@ struct params {
 	int64_t count;
 	bool verbose;
 	const char *out;
+	int mode;          /* a choice */
+	bool mode_set;
+	struct cpulist cpu; /* one CPU */
+	bool cpu_set;
 };
+
+enum mode { MODE_FAST, MODE_SLOW, MODE_OFF };
+static const char *const modes[] = { [MODE_FAST] = "fast", [MODE_SLOW] = "slow",
+				     [MODE_OFF] = "off", NULL };
 
 #define P(f) offsetof(struct params, f)
 
@@ -33,6 +41,9 @@ static const struct opt_desc table[] = {
 	OPT_DESC("out", OPT_STRING, 0, 0, "FILE", "where", P(out), OPT_NO_SET),
 	OPT_ALIAS("output", "out"),
 	OPT_ALIAS("dangling", "no-such-option"), /* a table bug: never accepted */
+	OPT_CHOICE_DESC("mode", modes, MODE_SLOW, "M", "how", P(mode), P(mode_set)),
+	OPT_ALIAS("old-mode", "mode"),
+	OPT_DESC("cpu", OPT_CPULIST, 0, 1, "CPU", "one CPU", P(cpu), P(cpu_set)),
 	OPT_END,
 };
 
@@ -102,6 +113,50 @@ static void test_refusals(void)
 	refused((const char *[]){ "a", "b", "c", NULL }, "unexpected argument \"c\"", NULL, "c");
 }
 
+static void test_choice(void)
+{
+	CHECK_INT(parse((const char *[]){ NULL }), 0);
+	CHECK_INT(p.mode, MODE_SLOW); /* the table's default, whatever the struct held */
+	CHECK(!p.mode_set);
+	CHECK_INT(parse((const char *[]){ "--mode", "off", NULL }), 0);
+	CHECK_INT(p.mode, MODE_OFF);
+	CHECK(p.mode_set);
+	CHECK_INT(parse((const char *[]){ "--old-mode=fast", NULL }), 0);
+	CHECK_INT(p.mode, MODE_FAST);
+	refused((const char *[]){ "--mode", "quick", NULL },
+		"--mode: must be one of fast, slow, off; not 'quick'", "mode", "quick");
+	refused((const char *[]){ "--old-mode=", NULL }, "--mode: must be one of fast, slow, off; not ''",
+		"mode", "");
+	refused((const char *[]){ "--mode", "Fast", NULL }, "not 'Fast'", "mode", "Fast"); /* exact */
+	refused((const char *[]){ "--mode", "fast,slow", NULL }, "not 'fast,slow'", "mode",
+		"fast,slow");
+	refused((const char *[]){ "--mode", NULL }, "--mode needs a value (M)", "mode", NULL);
+}
+
+static void test_one_cpu(void)
+{
+	CHECK_INT(parse((const char *[]){ "--cpu", "2", NULL }), 0);
+	CHECK(p.cpu_set && p.cpu.n == 1 && p.cpu.cpu[0] == 2);
+	refused((const char *[]){ "--cpu", "1-2", NULL }, "--cpu: \"1-2\" is not one CPU", "cpu",
+		"1-2");
+	refused((const char *[]){ "--cpu", "9", NULL }, "--cpu: ", "cpu", "9"); /* not online */
+}
+
+static void test_refuse(void)
+{
+	struct opt_fault f = { NULL, NULL };
+	char e[64];
+
+	CHECK_INT(opts_refuse(&f, "ring", "7"), -EINVAL);
+	CHECK_STR(f.option, "ring");
+	CHECK_STR(f.value, "7");
+	CHECK_INT(opts_refuse(NULL, "ring", "7"), -EINVAL); /* no facts asked for */
+	CHECK_INT(opts_refusef(&f, "seed", NULL, e, sizeof(e), "--seed: %d is odd", 3), -EINVAL);
+	CHECK_STR(e, "--seed: 3 is odd");
+	CHECK_STR(f.option, "seed");
+	CHECK(f.value == NULL);
+}
+
 static void test_step(void)
 {
 	CHECK_INT(parse((const char *[]){ "--hold", "10us", NULL }), 0);
@@ -132,6 +187,8 @@ static void test_help_and_json(void)
 	opts_help(s, &t, 1);
 	fclose(s);
 	CHECK(strstr(mem, "--limit DUR") != NULL);
+	CHECK(strstr(mem, "--mode M") != NULL);
+	CHECK(strstr(mem, " how (fast, slow, off; default slow)\n") != NULL);
 	CHECK(strstr(mem, "old-limit") == NULL); /* aliases are hidden */
 	CHECK(strstr(mem, "output") == NULL);
 	free(mem);
@@ -148,6 +205,11 @@ static void test_help_and_json(void)
 			  "\"aliases\":[]}") != NULL);
 	CHECK(strstr(mem, "\"aliases\":[\"output\"]") != NULL);
 	CHECK(strstr(mem, "\"name\":\"old-limit\"") == NULL); /* listed under their option only */
+	CHECK(strstr(mem, "{\"name\":\"mode\",\"type\":\"choice\",\"metavar\":\"M\","
+			  "\"choices\":[\"fast\",\"slow\",\"off\"],\"default\":\"slow\","
+			  "\"help\":\"how\",\"aliases\":[\"old-mode\"]}") != NULL);
+	CHECK(strstr(mem, "{\"name\":\"cpu\",\"type\":\"cpulist\",\"metavar\":\"CPU\","
+			  "\"help\":\"one CPU\"") != NULL);
 	free(mem);
 
 	s = open_memstream(&mem, &memlen);
@@ -198,6 +260,9 @@ int main(void)
 	test_alias();
 	test_refusals();
 	test_step();
+	test_choice();
+	test_one_cpu();
+	test_refuse();
 	test_help_and_json();
 	test_real_tables();
 	test_given();

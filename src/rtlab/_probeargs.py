@@ -1,15 +1,15 @@
-"""Probe arguments of an experiment's cases: what `probe_args` may hold, and the probe's
-own check of every case (`rtlab-probe METER ARGS --check`), whose refusal names the case
-key that produced the refused value."""
+"""Probe options of an experiment's cases: what `probe_args` may hold (read once into
+typed options), and the probe's own check of every case (`rtlab-probe METER ... --check`),
+whose refusal names the case key that produced the refused value."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rtlab.errors import InternalError, UnsupportedError, UserError
-from rtlab.probe import EXIT_UNSUPPORTED, EXIT_USAGE, Catalog, Refusal, check_args, one_line
+from rtlab.probe import EXIT_UNSUPPORTED, EXIT_USAGE, Catalog, Refusal, one_line
+from rtlab.probecall import Option, ProbeCall
 from rtlab.records import CaseRecord
 
 if TYPE_CHECKING:
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 #: Probe options that `probe_args` may not give: rtlab sets them for every run.
 RESERVED_OPTIONS = frozenset({"json", "raw", "progress", "quiet", "check", "help", "stop-on-eof"})
 DEFAULT_METER = "wakeup"
+PROBE_ARGS = "probe_args"
 
 
 def q(text: Any) -> str:
@@ -25,26 +26,41 @@ def q(text: Any) -> str:
     return f"'{one_line(str(text))}'"
 
 
-def check_probe_args(catalog: Catalog, meter: str, args: list[str]) -> str | None:
-    """Why ARGS cannot be given as probe_args to METER, or None."""
+def probe_args_options(catalog: Catalog, meter: str, args: list[str]) -> list[Option]:
+    """The options ARGS (the `probe_args` key: words as on a command line) give to METER,
+    under their canonical names; UserError saying why when ARGS are not such options."""
+    out: list[Option] = []
     i = 0
     while i < len(args):
         word = args[i]
-        name, eq, _ = word[2:].partition("=")
+        name, eq, value = word[2:].partition("=")
         if word in ("-h", "--help") or (word.startswith("--") and name in RESERVED_OPTIONS):
-            return f"{q(word)} is set by rtlab, it cannot be given in probe_args"
+            raise UserError(f"{q(word)} is set by rtlab, it cannot be given in probe_args")
         if not word.startswith("--") or not name:
-            return f"{q(word)} is not an option (probe_args holds options and their values)"
+            raise UserError(
+                f"{q(word)} is not an option (probe_args holds options and their values)"
+            )
         o = catalog.option(meter, name)
         if o is None:
-            return f"{q(word)} is not an option of meter {q(meter)}"
+            raise UserError(f"{q(word)} is not an option of meter {q(meter)}")
         if o.name in RESERVED_OPTIONS:
-            return f"{q(word)} is set by rtlab, it cannot be given in probe_args"
+            raise UserError(f"{q(word)} is set by rtlab, it cannot be given in probe_args")
         if o.takes_value and not eq:
             if i + 1 == len(args):
-                return f"{q(word)} needs a value"
+                raise UserError(f"{q(word)} needs a value")
             i += 1
+            value = args[i]
+        out.append(Option(o.name, value if o.takes_value else None, PROBE_ARGS))
         i += 1
+    return out
+
+
+def check_probe_args(catalog: Catalog, meter: str, args: list[str]) -> str | None:
+    """Why ARGS cannot be given as probe_args to METER, or None."""
+    try:
+        probe_args_options(catalog, meter, args)
+    except UserError as e:
+        return str(e)
     return None
 
 
@@ -54,67 +70,32 @@ def case_where(exp: Experiment, case: CaseRecord) -> str:
 
 # --- checking with the probe -------------------------------------------------------------
 
-CheckFn = Callable[[list[str]], Refusal | None]
+CheckFn = Callable[[ProbeCall], Refusal | None]
 
 
-def _probe_args_options(catalog: Catalog, meter: str, args: list[str]) -> dict[str, list[str]]:
-    """Canonical option -> the values probe_args gives it."""
-    out: dict[str, list[str]] = {}
-    i = 0
-    while i < len(args):
-        name, eq, value = args[i][2:].partition("=")
-        o = catalog.option(meter, name)
-        if o is not None:
-            if o.takes_value and not eq and i + 1 < len(args):
-                i += 1
-                value = args[i]
-            out.setdefault(o.name, []).append(value)
-        i += 1
-    return out
-
-
-def _refused_key(exp: Experiment, case: CaseRecord, refusal: Refusal) -> str | None:
+def _refused_key(exp: Experiment, call: ProbeCall, refusal: Refusal) -> str | None:
     """The case key that produced the option value the probe refused, if one did."""
     if refusal.option is None or exp.catalog is None:
         return None
-    p, catalog = case.params, exp.catalog
-    meter = p.get("meter", DEFAULT_METER)
-    o = catalog.option(meter, refusal.option)
-    option = o.name if o else refusal.option
-    extra = _probe_args_options(catalog, meter, p.get("probe_args", []))
-    if option == "load":
-        for key, spec in exp.load_keys.get(case.index, []):
-            if spec == refusal.value:
-                return key
-        return "probe_args" if "load" in extra else None
-    key = "mlock" if option == "no-mlock" else option.replace("-", "_")
-    if option in extra and (refusal.value in extra[option] or key not in p):
-        return "probe_args"
-    return key if key in p else None
+    o = exp.catalog.option(call.meter, refusal.option)
+    given = call.option_from(o.name if o else refusal.option, refusal.value)
+    return given.key if given is not None and given.key else None
 
 
-def validate_with_probe(
-    exp: Experiment, check: CheckFn | None = None, probe: Path | None = None
-) -> None:
-    """Ask the probe to check every distinct case (default: check_args with PROBE, else the
-    probe the catalog came from); the first refusal is raised, naming series, case and key:
-    UserError, UnsupportedError (exit 3) or InternalError."""
-    if check is None:
-        where = probe or (exp.catalog.probe if exp.catalog else None)
-
-        def check(args: list[str]) -> Refusal | None:
-            return check_args(args, where)
-
-    seen: set[tuple[str, ...]] = set()
+def validate_with_probe(exp: Experiment, check: CheckFn) -> None:
+    """Ask the probe (CHECK: a target's) to check every distinct case; the first refusal is
+    raised, naming series, case and key: UserError, UnsupportedError (exit 3) or
+    InternalError."""
+    seen: set[ProbeCall] = set()
     for case in exp.cases:
-        args = tuple(case.args)
-        if args in seen:
+        call = case.call
+        if call is None or call in seen:
             continue
-        seen.add(args)
-        refusal = check(case.args)
+        seen.add(call)
+        refusal = check(call)
         if refusal is None:
             continue
-        key = _refused_key(exp, case, refusal)
+        key = _refused_key(exp, call, refusal)
         named = f" key '{key}'" if key else ""
         msg = f"{case_where(exp, case)}{named}: {one_line(refusal.message)}"
         if refusal.exit_code == EXIT_USAGE:

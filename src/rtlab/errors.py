@@ -16,3 +16,9 @@ class InternalError(Exception):
 class LostError(UnsupportedError):
     """The target a case ran on went away (its connection was lost): exit 3. The case is
     failed, the finished ones are kept, and `rtlab run --resume` continues."""
+
+
+class OutputError(Exception):
+    """A result could not be written (no space left, an I/O error; the probe exited 5):
+    exit 5. The case is failed, the finished ones are kept, and `rtlab run --resume`
+    continues once the cause is fixed."""

@@ -28,14 +28,17 @@ from typing import Any
 
 from rtlab._probeargs import (  # re-exported: the experiment API is this module
     DEFAULT_METER,
+    PROBE_ARGS,
     RESERVED_OPTIONS,
     case_where,
     check_probe_args,
+    probe_args_options,
     q,
     validate_with_probe,
 )
 from rtlab.errors import UserError
-from rtlab.probe import Catalog, one_line, probe_catalog
+from rtlab.probe import Catalog, ProbeOption, one_line, probe_catalog
+from rtlab.probecall import LOAD, Option, ProbeCall
 from rtlab.records import MAX_DEADLINE_NS, CaseRecord
 from rtlab.system import LIVE_ROOT, SysRoot, format_cpulist, isolated_cpus, parse_cpulist
 from rtlab.units import parse_duration_ns
@@ -49,6 +52,7 @@ class CaseKey:
     kind: str  # a key of _KINDS
     help: str = ""
     option: str | None = None  # the probe option it sets ("dma-latency"), None: host only
+    choices: tuple[str, ...] = ()  # kind "choice": the words the probe accepts
 
 
 # What each kind of key accepts: (TOML types, description for messages).
@@ -62,6 +66,7 @@ _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
     "cpus": ((str, int), 'str or int (a CPU list, "all", "last" or "isolated")'),
     "str": ((str,), "str"),
     "meter": ((str,), "str"),
+    "choice": ((str,), "str"),
     "load": ((str,), "str"),
     "strings": ((list,), "list of strings"),
 }
@@ -73,6 +78,7 @@ _OPTION_KINDS = {
     "cpulist": "cpulist",
     "policy": "str",
     "string": "str",
+    "choice": "choice",
 }
 
 #: Keys rtlab handles itself (some end up as probe options after rtlab resolves them).
@@ -130,8 +136,6 @@ class Experiment:
     series: list[dict[str, Any]]
     defaults: dict[str, Any]
     catalog: Catalog | None = None  # what the probe accepts (parse() sets it)
-    # case index -> (key, --load spec) of its loads: which key a refused spec came from
-    load_keys: dict[int, list[tuple[str, str]]] = field(default_factory=dict, repr=False)
     scale: float = 1.0
     cases: list[CaseRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -144,7 +148,7 @@ def case_keys(catalog: Catalog) -> dict[str, list[CaseKey]]:
     for o in [*catalog.common_options, *(o for m in catalog.meters for o in m.options)]:
         if o.name in HOST_OPTIONS or o.key in HOST_KEYS:
             continue
-        k = CaseKey(o.key, _OPTION_KINDS.get(o.type, "str"), o.help, o.name)
+        k = _option_key(o)
         if k not in keys.setdefault(o.key, []):
             keys[o.key].append(k)
     return keys
@@ -157,7 +161,12 @@ def _meter_key(catalog: Catalog, meter: str, name: str) -> CaseKey | None:
     o = next((o for o in catalog.options(meter) if o.key == name), None)
     if o is None or o.name in HOST_OPTIONS:
         return None
-    return CaseKey(o.key, _OPTION_KINDS.get(o.type, "str"), o.help, o.name)
+    return _option_key(o)
+
+
+def _option_key(o: ProbeOption) -> CaseKey:
+    """The case key of probe option O."""
+    return CaseKey(o.key, _OPTION_KINDS.get(o.type, "str"), o.help, o.name, o.choices)
 
 
 # --- reading the file --------------------------------------------------------------------
@@ -251,6 +260,8 @@ def _value_error(k: CaseKey, value: Any, catalog: Catalog) -> str | None:
     types, what = _KINDS[k.kind]
     if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
         return f"must be {what}, not {_type(value)}"
+    if k.kind == "choice" and value not in k.choices:
+        return f"must be one of {', '.join(k.choices)}; not {q(value)}"
     if isinstance(value, str) and not value and k.kind != "load":
         return "must not be empty"
     if k.kind == "count" and value < 0:
@@ -428,26 +439,25 @@ def _resolve_cpus(value: Any, root: SysRoot, notes: list[str]) -> tuple[str | No
     return str(value), False
 
 
-def _probe_args(
+def _probe_call(
     catalog: Catalog, p: dict[str, Any], cpus: str | None, loads: list[tuple[str, str]]
-) -> list[str]:
+) -> ProbeCall:
     """METER, its options from the case keys (common ones first), loads, probe_args."""
     meter = p.get("meter", DEFAULT_METER)
     m = catalog.meter(meter)
-    args = [meter]
+    options = []
     for o in (*catalog.common_options, *(m.options if m else ())):
         if o.name in HOST_OPTIONS:
             continue
         value = cpus if o.key == "cpus" else p.get(o.key)
         if value is None or value is False or (o.key == "threads" and cpus):
             continue
-        args += [f"--{o.name}"] if value is True else [f"--{o.name}", str(value)]
-    for _, spec in loads:
-        args += ["--load", spec]
+        options.append(Option(o.name, None if value is True else str(value), o.key))
+    options += [Option(LOAD, spec, key) for key, spec in loads]
     if p.get("mlock") is False:
-        args.append("--no-mlock")
-    args += p.get("probe_args", [])
-    return args
+        options.append(Option("no-mlock", None, "mlock"))
+    options += probe_args_options(catalog, meter, p.get(PROBE_ARGS, []))
+    return ProbeCall(meter, tuple(options))
 
 
 # ",policy=P" / ",nice=N" at the end of a load spec: "@CPUS" goes before them.
@@ -535,7 +545,7 @@ def expand(exp: Experiment, scale: float = 1.0, root: SysRoot = LIVE_ROOT) -> Ex
         raise UserError(f"--scale must be a finite number > 0, not {scale}")
     catalog = exp.catalog or probe_catalog()
     exp.catalog = catalog
-    exp.scale, exp.cases, exp.notes, exp.load_keys = scale, [], [], {}
+    exp.scale, exp.cases, exp.notes = scale, [], []
     online = parse_cpulist(root.read("sys/devices/system/cpu/online") or "0")
     for s in exp.series:
         fixed = {**exp.defaults, **{k: v for k, v in s.items() if k not in SERIES_KEYS}}
@@ -557,9 +567,7 @@ def expand(exp: Experiment, scale: float = 1.0, root: SysRoot = LIVE_ROOT) -> Ex
                 p["duration"] = f"{_scaled(parse_duration_ns(p['duration']), scale)}ns"
             cpus, kernel_isolated = _resolve_cpus(p.get("cpus"), root, exp.notes)
             p["cpus_resolved"] = cpus
-            loads = _loads(p, cpus, kernel_isolated, online)
-            exp.load_keys[case.index] = loads
-            case.args = _probe_args(catalog, p, cpus, loads)
+            case.call = _probe_call(catalog, p, cpus, _loads(p, cpus, kernel_isolated, online))
             case.expected_s = _expected_seconds(p)
             exp.cases.append(case)
     return exp

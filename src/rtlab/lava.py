@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 from rtlab import __version__
 from rtlab.errors import UserError
 from rtlab.experiment import Experiment
+from rtlab.probecall import probe_argv
 from rtlab.records import CaseRecord
 
 FORMAT = "Lava-Test Test Definition 1.0"
@@ -123,7 +124,8 @@ def make_testdef(exp: Experiment, probe: str, deadline_ns: int | None, dut_dir: 
         if cid in seen:  # two names that differ only in characters LAVA refuses
             cid = f"{case.index:03d}"
         seen.add(cid)
-        words = ["rtlab_case", cid, shell_quote(dl), *(shell_quote(a) for a in case.args)]
+        argv = probe_argv(case.call) if case.call is not None else []
+        words = ["rtlab_case", cid, shell_quote(dl), *(shell_quote(a) for a in argv)]
         steps.append(" ".join(words))
     described = exp.name + (f": {exp.description}" if exp.description else "")
     expected = sum(c.expected_s for c in exp.cases)

@@ -12,11 +12,12 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rtlab.errors import InternalError, UnsupportedError, UserError
+from rtlab.errors import InternalError, OutputError, UnsupportedError, UserError
+from rtlab.probecall import Outputs, ProbeCall, probe_argv
 from rtlab.resultdoc import check_document
 
 #: Version of the probe's result document. 2: `threshold` became `deadline`
@@ -24,11 +25,12 @@ from rtlab.resultdoc import check_document
 #: 3: threads[].lost (raw samples dropped) -> raw_lost; `lost` is a meter's lost events.
 RESULT_SCHEMA = 4
 
-# Probe exit codes (docs/result-format.md, README).
+# Probe exit codes (docs/result-format.md, README); 5: an output could not be written.
 EXIT_OK, EXIT_THRESHOLD, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_INTERNAL = 0, 1, 2, 3, 4
+EXIT_OUTPUT = 5
 
 #: Option types of `rtlab-probe list --json`.
-OPTION_TYPES = ("flag", "int", "duration", "cpulist", "policy", "string", "load")
+OPTION_TYPES = ("flag", "int", "duration", "cpulist", "policy", "string", "load", "choice")
 
 
 def find_probe() -> Path:
@@ -63,6 +65,7 @@ class ProbeOption:
     max: int | None = None
     step: int | None = None  # the value must be a multiple of it (ns for durations)
     aliases: tuple[str, ...] = ()
+    choices: tuple[str, ...] = ()  # choice: the words accepted
 
     @property
     def key(self) -> str:
@@ -161,6 +164,7 @@ def _option(o: dict) -> ProbeOption:
         max=int(o[hi]) if o.get(hi) is not None else None,
         step=int(o[step]) if o.get(step) is not None else None,
         aliases=tuple(str(a) for a in o.get("aliases", [])),
+        choices=tuple(str(c) for c in o.get("choices", [])) if kind == "choice" else (),
     )
 
 
@@ -216,12 +220,13 @@ class Refusal:
         return self.message
 
 
-def _refusal(cp: subprocess.CompletedProcess) -> Refusal:
-    """The probe's JSON line on stdout, else its last stderr line."""
-    for line in reversed(cp.stdout.strip().splitlines()):
+def refusal_of(returncode: int, stdout: str, stderr: str) -> Refusal:
+    """Why the probe refused (exit RETURNCODE): its JSON line on STDOUT, else the last
+    line of STDERR."""
+    for line in reversed(stdout.strip().splitlines()):
         try:
             doc = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue
         if isinstance(doc, dict) and isinstance(doc.get("error"), str):
             option, value = doc.get("option"), doc.get("value")
@@ -229,21 +234,21 @@ def _refusal(cp: subprocess.CompletedProcess) -> Refusal:
                 one_line(doc["error"]),
                 option if isinstance(option, str) else None,
                 value if isinstance(value, str) else None,
-                cp.returncode,
+                returncode,
             )
         break
-    line = (cp.stderr.strip().splitlines() or [f"exit {cp.returncode}"])[-1]
+    line = (stderr.strip().splitlines() or [f"exit {returncode}"])[-1]
     if line.startswith("rtlab-probe") and ": " in line:  # "rtlab-probe wakeup: --x: why"
         line = line.split(": ", 1)[1]
-    return Refusal(one_line(line), None, None, cp.returncode)
+    return Refusal(one_line(line), None, None, returncode)
 
 
-def check_args(args: list[str], probe: Path | None = None) -> Refusal | None:
-    """Validate probe arguments without measuring (loads' tools included): None when the
-    probe accepts them, else its refusal."""
+def check_call(call: ProbeCall, probe: Path | None = None) -> Refusal | None:
+    """Validate a probe call without measuring (loads' tools included): None when the
+    probe accepts it, else its refusal."""
     try:
         cp = subprocess.run(
-            [str(probe or find_probe()), *args, "--check"],
+            [str(probe or find_probe()), *probe_argv(call, check=True)],
             capture_output=True,
             text=True,
             errors="replace",
@@ -253,7 +258,7 @@ def check_args(args: list[str], probe: Path | None = None) -> Refusal | None:
         raise InternalError("rtlab-probe --check did not answer within 60 s") from None
     except OSError as e:
         raise UserError(f"cannot run rtlab-probe ({e.strerror})") from None
-    return None if cp.returncode == EXIT_OK else _refusal(cp)
+    return None if cp.returncode == EXIT_OK else refusal_of(cp.returncode, cp.stdout, cp.stderr)
 
 
 def one_line(text: str) -> str:
@@ -348,23 +353,31 @@ def _libc() -> ctypes.CDLL:
     return _LIBC
 
 
-def _die_with(parent: int, cgroup: str | None = None) -> Callable[[], None]:
-    """preexec_fn: SIGTERM the child when its parent dies, even by SIGKILL; with CGROUP (a
-    cgroup.procs file) the child first moves itself there (exit 3 when it cannot)."""
+def die_with(parent: int) -> Callable[[], None]:
+    """preexec_fn: SIGTERM the child when its parent dies, even by SIGKILL (rtlab's own
+    children: a farm's members)."""
     prctl = _libc().prctl  # looked up before fork: the child only calls it
 
     def preexec() -> None:
-        if cgroup is not None:
-            try:
-                fd = os.open(cgroup, os.O_WRONLY)
-                os.write(fd, b"0")  # 0: the writing process
-                os.close(fd)
-            except OSError as e:
-                os.write(2, f"cannot start the probe in {cgroup} ({e.strerror})\n".encode())
-                os._exit(EXIT_UNSUPPORTED)
         prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
         if os.getppid() != parent:  # the parent died before prctl: no signal will come
             os._exit(EXIT_INTERNAL)
+
+    return preexec
+
+
+def _start_in(cgroup: str) -> Callable[[], None]:
+    """preexec_fn: the child moves itself into CGROUP (a cgroup.procs file) before it
+    becomes the probe (exit 3 when it cannot)."""
+
+    def preexec() -> None:
+        try:
+            fd = os.open(cgroup, os.O_WRONLY)
+            os.write(fd, b"0")  # 0: the writing process
+            os.close(fd)
+        except OSError as e:
+            os.write(2, f"cannot start the probe in {cgroup} ({e.strerror})\n".encode())
+            os._exit(EXIT_UNSUPPORTED)
 
     return preexec
 
@@ -382,40 +395,57 @@ def _last_line(stderr: str, default: str) -> str:
     return one_line(lines[-1]) if lines else default
 
 
+def raise_for_exit(returncode: int, stderr: str) -> None:
+    """The probe's exit codes 2, 3, 4 and 5 as rtlab's errors, wherever it ran; the last
+    line of STDERR says why."""
+    if returncode == EXIT_UNSUPPORTED:
+        raise UnsupportedError(_last_line(stderr, "exit 3"))
+    if returncode == EXIT_USAGE:
+        raise UserError(_last_line(stderr, "bad usage"))
+    if returncode == EXIT_INTERNAL:
+        raise InternalError(_last_line(stderr, "rtlab-probe: internal error (exit 4)"))
+    if returncode == EXIT_OUTPUT:
+        raise OutputError(_last_line(stderr, "rtlab-probe: an output could not be written"))
+
+
 def run_probe(
-    args: list[str],
-    document: Path,
+    call: ProbeCall,
+    outputs: Outputs,
     on_progress: ProgressFn | None = None,
     probe: Path | None = None,
     cgroup: str | None = None,
 ) -> ProbeOutcome:
-    """Run the probe with ARGS, writing DOCUMENT; feed its progress lines to ON_PROGRESS.
-    With CGROUP (a cgroup.procs file) the probe starts in that cgroup (`--partition`).
+    """Run the probe for CALL on this machine, writing OUTPUTS; feed its progress lines to
+    ON_PROGRESS. With CGROUP (a cgroup.procs file) the probe starts in that cgroup.
 
     The probe runs in its own session so that a terminal's ^C reaches rtlab only;
     rtlab forwards SIGINT/SIGTERM, and the probe still writes an incomplete document.
-    If rtlab dies (even SIGKILLed) the probe gets SIGTERM, stops its loads and writes an
-    incomplete document. (PR_SET_PDEATHSIG follows the calling thread: call this from a
-    thread that outlives the run.)
+    Its standard input is a pipe from rtlab and it runs with --stop-on-eof, as on a
+    remote target: if rtlab dies (even SIGKILLed) the pipe closes, and the probe stops its
+    loads and writes an incomplete document. No Python code runs in the child between
+    fork and exec unless CGROUP is given.
     """
-    cmd = [str(probe or find_probe()), *args, "--json", str(document), "--progress", "-", "--quiet"]
+    outputs = replace(outputs, stop_on_eof=True)
+    cmd = [str(probe or find_probe()), *probe_argv(call, outputs)]
+    document = Path(outputs.document)
     interrupted = False
     previous = signal.signal(signal.SIGTERM, _term_as_interrupt)
     proc = None
     try:
         proc = subprocess.Popen(
             cmd,
+            stdin=subprocess.PIPE,  # held open until the probe has ended
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             errors="replace",
             start_new_session=True,
-            preexec_fn=_die_with(os.getpid(), cgroup),
+            preexec_fn=_start_in(cgroup) if cgroup is not None else None,
         )
         try:
             for line in _lines(proc.stdout):
                 if on_progress:
-                    with contextlib.suppress(json.JSONDecodeError):  # display only
+                    with contextlib.suppress(json.JSONDecodeError, RecursionError):  # display
                         on_progress(json.loads(line))
         except KeyboardInterrupt:
             interrupted = True
@@ -432,10 +462,8 @@ def run_probe(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-    if rc == EXIT_UNSUPPORTED:
-        raise UnsupportedError(_last_line(stderr, "exit 3"))
-    if rc == EXIT_USAGE:
-        raise UserError(_last_line(stderr, "bad usage"))
-    if rc == EXIT_INTERNAL:
-        raise InternalError(_last_line(stderr, "rtlab-probe: internal error (exit 4)"))
+        if proc is not None and proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+    raise_for_exit(rc, stderr)
     return ProbeOutcome(rc, document if document.exists() else None, stderr, interrupted)

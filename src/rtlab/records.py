@@ -13,10 +13,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rtlab.errors import UserError
+from rtlab.probecall import ProbeCall
 
 #: Version of experiment.json. 2: `dma_latency` is a duration with a unit ("10us"),
 #: in the case parameters and in the probe arguments (it was a number of µs).
-MANIFEST_SCHEMA = 2
+#: 3: a case keeps its probe call as a typed value (`call`: meter and options, each with
+#: the case key it came from) instead of a command line (`args`).
+MANIFEST_SCHEMA = 3
 STATUSES = ("pending", "done", "interrupted", "failed")
 
 
@@ -26,14 +29,14 @@ class DamagedRecord(UserError):
 
 @dataclass
 class CaseRecord:
-    """One case of an experiment: what is run (probe arguments) and how it went."""
+    """One case of an experiment: what is run (its probe call) and how it went."""
 
     index: int
     series: str
     name: str  # "forkcopy=3" (swept values), or the series name
     swept: dict[str, Any]
     params: dict[str, Any] = field(default_factory=dict)  # every case key, resolved
-    args: list[str] = field(default_factory=list)  # probe arguments (without --json/--raw)
+    call: ProbeCall | None = None  # what the probe is asked; None for imported cases
     status: str = "pending"  # one of STATUSES
     document: str | None = None  # relative to the experiment directory
     expected_s: float = 0.0  # for progress and ETA
@@ -83,7 +86,10 @@ class Manifest:
     target: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        for case, c in zip(data["cases"], self.cases, strict=True):
+            case["call"] = None if c.call is None else c.call.to_dict()
+        return data
 
     def refresh_complete(self) -> None:
         self.complete = bool(self.cases) and all(c.done for c in self.cases)
@@ -175,19 +181,26 @@ def _case(data: Any, where: str) -> CaseRecord:
         raise DamagedRecord(f"{where}: a finished case without a document")
     if document and (document.startswith("/") or ".." in document.split("/")):
         raise DamagedRecord(f"{where}: document {document!r} is outside the experiment")
-    args = d.strings("args")
+    call = d.opt("call", dict)
     return CaseRecord(
         index=d.get("index", int),
         series=d.get("series", str),
         name=d.get("name", str),
         swept=d.opt("swept", dict) or {},
         params=d.opt("params", dict) or {},
-        args=args,
+        call=None if call is None else _call(call, where),
         status=status,
         document=document,
         expected_s=float(d.opt("expected_s", (int, float)) or 0.0),
         reason=d.opt("reason", str),
     )
+
+
+def _call(data: dict[str, Any], where: str) -> ProbeCall:
+    try:
+        return ProbeCall.from_dict(data, where)
+    except UserError as e:
+        raise DamagedRecord(str(e)) from None
 
 
 def _series(data: Any, where: str) -> SeriesRecord:
@@ -212,7 +225,36 @@ def _dma_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _dma_v1_to_v2}
+def _args_v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """A case's command line (`args`) -> its typed call (`call`). Each option is `--NAME`,
+    `--NAME=VALUE` or `--NAME VALUE` (a value never starts with "--"); the case key of an
+    option is the parameter of its name when the case has one, else "probe_args"."""
+    for case in data.get("cases") or []:
+        if not isinstance(case, dict):
+            continue
+        args = case.pop("args", None)
+        if not isinstance(args, list) or not args or not all(isinstance(a, str) for a in args):
+            continue
+        params = case.get("params") if isinstance(case.get("params"), dict) else {}
+        options, i = [], 1
+        while i < len(args):
+            name, eq, value = args[i].removeprefix("--").partition("=")
+            if not eq:
+                nxt = args[i + 1] if i + 1 < len(args) else None
+                value = nxt if nxt is not None and not nxt.startswith("--") else None
+                i += value is not None
+            key = name.replace("-", "_")
+            key = key if key in params or name == "load" else "probe_args"
+            options.append({"name": name, "value": value, "key": key})
+            i += 1
+        case["call"] = {"meter": args[0], "options": options}
+    return data
+
+
+_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    1: _dma_v1_to_v2,
+    2: _args_v2_to_v3,
+}
 
 
 def _migrate(data: dict[str, Any], schema: int, where: str) -> dict[str, Any]:

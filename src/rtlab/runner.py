@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from rtlab.errors import InternalError, LostError
+from rtlab.errors import InternalError, LostError, OutputError
 from rtlab.experiment import Experiment
-from rtlab.probe import run_probe
+from rtlab.probecall import Option, ProbeCall
 from rtlab.progresslog import ProgressRecorder
 from rtlab.records import CaseRecord, SeriesRecord, new_manifest
 from rtlab.store import ExperimentRecord, Store, read_record, write_json_atomic
-from rtlab.system import audit_system
-
-if TYPE_CHECKING:
-    from rtlab.targets import Remote
+from rtlab.targets import Target
 
 
 @dataclass
@@ -38,18 +33,14 @@ class Display:
 
 
 def new_record(
-    store: Store,
-    exp: Experiment,
-    raw: bool,
-    tuning: dict | None = None,
-    target: Remote | None = None,
+    store: Store, exp: Experiment, raw: bool, target: Target, tuning: dict | None = None
 ) -> ExperimentRecord:
-    """Store EXP as a new experiment with this system's fingerprint and audit; TUNING
-    (`rtlab run --tuned`) names the tuning in effect, which names the setup. On a TARGET
-    (`rtlab run --target`) the fingerprint and audit are the target's, and it is recorded."""
+    """Store EXP as a new experiment with the TARGET's fingerprint and audit (and the
+    target itself, when it is not this machine); TUNING (`rtlab run --tuned`) names the
+    tuning in effect, which names the setup."""
     cases = []
     for c in exp.cases:
-        case = replace(c, params=dict(c.params), args=list(c.args))
+        case = replace(c, params=dict(c.params))
         if raw:
             case.params["raw"] = True
         cases.append(case)
@@ -66,14 +57,11 @@ def new_record(
         ],
         cases=cases,
     )
-    if target is not None:
-        manifest.target = target.record()
-        system, audit = target.audit(exp.deadline_ns)
-    else:
-        system, audit = audit_system(deadline_ns=exp.deadline_ns)
+    manifest.target = target.record()
+    system, audit = target.audit(exp.deadline_ns)
     if tuning is not None:
         system["tuning"] = audit["facts"]["tuning"] = tuning.get("summary", "untuned")
-    exp_id = store.new_id(f"{exp.name} {target.name}") if target is not None else None
+    exp_id = store.new_id(f"{exp.name} {target.id_name}") if target.id_name else None
     rec = store.create(manifest, exp.text, system, exp_id=exp_id)
     write_json_atomic(rec.path / "audit.json", audit)  # what `rtlab audit --json` prints
     return rec
@@ -93,20 +81,24 @@ def _discard(
     rec.set_case(case)
 
 
-def run_cases(
-    store: Store, rec: ExperimentRecord, display: Display, probe_runner: Callable = run_probe
-) -> RunResult:
+def with_deadline(call: ProbeCall, deadline_ns: int | None) -> ProbeCall:
+    """CALL told the experiment's deadline (the probe counts misses live), unless it gives
+    the meter's own deadline or threshold."""
+    if not deadline_ns or call.has("deadline", "threshold"):
+        return call
+    return call.adding(Option("deadline", f"{deadline_ns}ns", "deadline"))
+
+
+def run_cases(store: Store, rec: ExperimentRecord, display: Display, target: Target) -> RunResult:
     """Run every case not done yet. Stops at the first interruption (^C, SIGTERM), keeping
     every case that finished. Holds the experiment's lock: a second run of the same
     experiment (two --resume at once) fails with a UserError naming the first."""
     with store.lock(rec):
         rec.manifest = read_record(rec.path).manifest  # as the previous holder left it
-        return _run_locked(store, rec, display, probe_runner)
+        return _run_locked(store, rec, display, target)
 
 
-def _run_locked(
-    store: Store, rec: ExperimentRecord, display: Display, probe_runner: Callable
-) -> RunResult:
+def _run_locked(store: Store, rec: ExperimentRecord, display: Display, target: Target) -> RunResult:
     todo = [c for c in rec.cases if not c.done]
     display = ProgressRecorder(display)  # results/<id>/progress.jsonl, for `rtlab watch`
     display.start(rec, todo)
@@ -115,22 +107,22 @@ def _run_locked(
     try:
         for case in todo:
             doc = rec.path / "cases" / f"{case.slug}.json"
-            args = list(case.args)
-            given = {a.partition("=")[0] for a in args}
-            if rec.deadline_ns and not given & {"--deadline", "--threshold"}:
-                args += ["--deadline", f"{rec.deadline_ns}ns"]  # the probe counts misses live
-            if case.params.get("raw"):
-                args += ["--raw", str(rec.path / "cases" / f"{case.slug}.raw")]
+            raw = doc.with_suffix(".raw") if case.params.get("raw") else None
+            if case.call is None:
+                raise InternalError(f"case {case.index} ({case.name}) has no probe call")
+            call = with_deadline(case.call, rec.deadline_ns)
             display.case_start(case)
             try:
-                outcome = probe_runner(args, doc, lambda line, c=case: display.progress(c, line))
+                outcome = target.run_case(
+                    case, call, doc, raw, lambda line, c=case: display.progress(c, line)
+                )
             except KeyboardInterrupt:
                 outcome = None
-            except LostError as e:  # the target went away: this case failed, the others stay
+            except (LostError, OutputError) as e:  # this case failed, the others stay
                 _discard(rec, case, "failed", str(e))
                 display.case_done(case, None)
                 kept = sum(c.done for c in rec.cases)
-                raise LostError(
+                raise type(e)(
                     f"case {case.index} ({case.name}) failed: {e}; {kept} of {len(rec.cases)} "
                     f"cases kept, continue with: rtlab run --resume {rec.id}"
                 ) from None

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from .._skips import skip_setup
 from . import procfs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +29,7 @@ def probe_path() -> Path:
     for path in candidates:
         if path.is_file():
             return path
-    pytest.skip(f"rtlab-probe not found ({', '.join(map(str, candidates))}): run `make install`")
+    skip_setup(f"rtlab-probe not found ({', '.join(map(str, candidates))}): run `make install`")
 
 
 @pytest.fixture(scope="session")

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
+from .._skips import need_tool
 from . import procfs
 
 GONE_WITHIN_S = 1.0
@@ -21,8 +19,8 @@ def kind_of(spec: str) -> str:
 
 def skip_unless_installed(spec: str) -> None:
     tool = EXTERNAL.get(kind_of(spec))
-    if tool and not shutil.which(tool):
-        pytest.skip(f"{tool} is not installed (make debs installs it)")
+    if tool:
+        need_tool(tool)
 
 
 @dataclass(frozen=True)

@@ -283,7 +283,7 @@ BAD = [
     (["--sizes", "4K,4096"], "sizes", "repeats"),
     (["--sizes", "1X"], "sizes", "unit"),
     (["--sizes", ",".join(str(16 * (i + 1)) for i in range(17))], "sizes", "at most 16"),
-    (["--pattern", "lifo"], "pattern", "one of pairs batch random"),
+    (["--pattern", "lifo"], "pattern", "must be one of pairs, batch, random; not 'lifo'"),
     (["--batch", "0", "--pattern", "batch"], "batch", "out of range"),
     (["--batch", "4"], "batch", "--pattern batch and random only"),
     (["--seed", "1"], "seed", "--pattern random only"),

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 
 import pytest
+
+from .._skips import need_tool
 
 # Long enough that a run which started measuring could not return in time.
 LONG = ("--duration", "30s", "--policy", "other", "--quiet")
@@ -86,8 +87,7 @@ def test_accepted_check_prints_nothing_and_leaves_nothing(run_probe, tmp_path):
 
 
 def test_stress_ng_refusing_its_arguments_fails_check(run_probe):
-    if not shutil.which("stress-ng"):
-        pytest.skip("stress-ng is not installed (make debs installs it)")
+    need_tool("stress-ng")
     spec = "stress-ng:--no-such-stressor 1"
     cp = run_probe("wakeup", "--load", spec, "--check", timeout=30)
     assert cp.returncode == 2, cp.stderr

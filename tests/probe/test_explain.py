@@ -14,16 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import is_root, one_line, online_cpus, refused, wait_measuring
+from .._tracefs import TRACEFS
+from .conftest import one_line, online_cpus, refused, wait_measuring
 from .test_loads import assert_group_gone, load_group_of
 
-TRACEFS = Path("/sys/kernel/tracing")
 CPU = online_cpus()[-1]
 
-needs_tracefs = pytest.mark.skipif(
-    not is_root() or not (TRACEFS / "instances").is_dir(),
-    reason="needs root and a mounted tracefs",
-)
+needs_tracefs = pytest.mark.usefixtures("tracefs")  # as root, mounted when it is not
 
 
 def tracing_settings() -> dict[str, bytes]:
@@ -263,9 +260,8 @@ def test_cleanup_command_removes_only_dead_runs(run_probe):
                 p.rmdir()
 
 
+@needs_tracefs
 def test_sigterm_removes_the_instance(probe, tmp_path):
-    if not is_root() or not (TRACEFS / "instances").is_dir():
-        pytest.skip("needs root and a mounted tracefs")
     progress = tmp_path / "progress.jsonl"
     out = tmp_path / "doc.json"
     proc = subprocess.Popen(

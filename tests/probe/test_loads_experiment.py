@@ -10,7 +10,9 @@ from rtlab.errors import UserError
 from rtlab.experiment import expand, load_experiment, parse, validate_with_probe
 from rtlab.probe import Catalog, load_catalog, probe_catalog
 from rtlab.system import SysRoot
+from rtlab.targets import LocalTarget
 
+from .._skips import skip_setup
 from ..conftest import make_root
 
 #: `rtlab-probe list --json`, for the tests that need no probe.
@@ -41,11 +43,11 @@ def catalog(probe) -> Catalog:
     try:
         return probe_catalog(probe)
     except UserError as e:
-        pytest.skip(str(e))
+        skip_setup(str(e))
 
 
-def load_args(args: list[str]) -> list[str]:
-    return [args[i + 1] for i, a in enumerate(args) if a == "--load"]
+def load_args(case) -> list[str]:
+    return case.call.loads
 
 
 def test_sweep_over_loads_labels_each_case(tmp_path):
@@ -57,7 +59,7 @@ def test_sweep_over_loads_labels_each_case(tmp_path):
         "load=stress-ng:cpu,nice=5",
         "load=ipc:1@0",
     ]
-    assert [load_args(c.args) for c in exp.cases] == [
+    assert [load_args(c) for c in exp.cases] == [
         [],
         [],
         ["spin:50%"],
@@ -70,7 +72,7 @@ def test_sweep_over_loads_labels_each_case(tmp_path):
 
 def test_isolated_loads_go_before_the_scheduling_options(tmp_path):
     exp = expand(parse(SWEEP.format(isolate="true"), "t.toml", CATALOG), root=root(tmp_path))
-    assert [load_args(c.args) for c in exp.cases][2:] == [
+    assert [load_args(c) for c in exp.cases][2:] == [
         ["spin:50%@0"],
         ["stress-ng:cpu@0,nice=5"],
         ["ipc:1@0"],  # names its own CPUs: kept
@@ -87,7 +89,7 @@ def test_probe_refusal_names_the_load_key(tmp_path, catalog):
     text = SWEEP.format(isolate="false").replace('"spin:50%"', '"spin:120%"')
     exp = expand(parse(text, "t.toml", catalog), root=root(tmp_path))
     with pytest.raises(UserError) as e:
-        validate_with_probe(exp)
+        validate_with_probe(exp, LocalTarget(catalog.probe).checker([]))
     msg = str(e.value)
     assert msg.startswith("t.toml: series 's' (load=spin:120%) key 'load':")
     assert '"spin:120%"' in msg
@@ -110,18 +112,18 @@ def test_probe_refusal_names_each_key(tmp_path, catalog, keys, key):
     text = f"[[series]]\nname = 's'\nloops = 10\n{keys}"
     exp = expand(parse(text, "t.toml", catalog), root=root(tmp_path))
     with pytest.raises(UserError) as e:
-        validate_with_probe(exp)
+        validate_with_probe(exp, LocalTarget(catalog.probe).checker([]))
     assert str(e.value).startswith(f"t.toml: series 's' (s) key '{key}': ")
 
 
 @pytest.mark.parametrize("preset", ["stress", "kernel-vs-user"])
 def test_load_presets_are_checked_by_the_probe(tmp_path, catalog, preset):
     exp = load_experiment(preset, root=root(tmp_path), catalog=catalog)
-    loads = {spec for c in exp.cases for spec in load_args(c.args)}
+    loads = {spec for c in exp.cases for spec in load_args(c)}
     assert "stress-ng:cpu" in loads
     assert all(c.params["policy"] == "fifo:99" for c in exp.cases)
-    assert load_args(exp.cases[0].args) == []  # the first row is the no-load baseline
-    validate_with_probe(exp)
+    assert load_args(exp.cases[0]) == []  # the first row is the no-load baseline
+    validate_with_probe(exp, LocalTarget(catalog.probe).checker([]))
 
 
 def test_stress_preset_has_the_classic_rows(tmp_path):

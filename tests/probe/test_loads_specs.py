@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from .._skips import need_tool
 from . import procfs
 from .conftest import is_root, online_cpus
 from .loadproc import start_load, wait_gone
@@ -175,10 +176,7 @@ def test_missing_external_tool_exits_3_with_the_reason(probe, tmp_path, spec):
 
 
 def test_stress_ng_refusing_its_arguments_is_bad_input(run_probe):
-    import shutil
-
-    if not shutil.which("stress-ng"):
-        pytest.skip("stress-ng is not installed (make debs installs it)")
+    need_tool("stress-ng")
     cp = run_probe("load", "stress-ng:--no-such-stressor 1", "--duration", "1s")
     assert cp.returncode == 2, cp.stderr
     assert len(cp.stderr.strip().splitlines()) == 1 and "refuses" in cp.stderr

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-OPTION_TYPES = {"flag", "int", "duration", "cpulist", "policy", "string", "load"}
+OPTION_TYPES = {"flag", "int", "duration", "cpulist", "policy", "string", "load", "choice"}
 INT32_MAX = 2**31 - 1
 
 
@@ -95,6 +95,12 @@ def check_option(o: dict) -> None:
         assert 0 <= o["min_ns"] <= o["max_ns"] and "min" not in o
     else:
         assert not {"min", "max", "min_ns", "max_ns"} & o.keys(), o
+    if o["type"] == "choice":
+        words = o["choices"]
+        assert len(words) >= 2 and len(set(words)) == len(words), o
+        assert all(isinstance(w, str) and w for w in words) and o["default"] in words, o
+    else:
+        assert "choices" not in o and "default" not in o, o
 
 
 def test_list_json_describes_every_option(run_probe):
@@ -124,6 +130,40 @@ def test_list_json_describes_every_option(run_probe):
     assert common["threads"]["type"] == "int" and common["threads"]["min"] == 1
     assert common["quiet"]["type"] == "flag" and common["quiet"]["metavar"] is None
     assert "forkcopy" in [ld["name"] for ld in doc["loads"]]
+
+
+# Words that need more than themselves to pass --check: other options, a kernel tracer.
+NEEDS_MORE = {("response", "transport", "gpio"), ("wakeup", "tracer", "timerlat")}
+NEEDS_MORE |= {("noise", "tracer", "osnoise")}
+
+
+def test_every_word_of_a_choice_is_accepted_and_no_other(run_probe):
+    """Each word `list --json` lists for a choice passes --check; a word not listed is
+    refused in one line that lists them all, exit 2, and the --check JSON names it."""
+    doc = json.loads(run_probe("list", "--json").stdout)
+    seen = 0
+    for m in doc["meters"]:
+        for o in m["options"]:
+            if o["type"] != "choice":
+                continue
+            seen += 1
+            for word in o["choices"]:
+                if (m["name"], o["name"], word) in NEEDS_MORE:
+                    continue
+                cp = run_probe(m["name"], f"--{o['name']}", word, "--check")
+                assert cp.returncode == 0, (m["name"], o["name"], word, cp.stderr)
+            cp = run_probe(m["name"], f"--{o['name']}={o['default']}x", "--check")
+            assert cp.returncode == 2
+            message = (
+                f"--{o['name']}: must be one of {', '.join(o['choices'])}; not '{o['default']}x'"
+            )
+            assert cp.stderr == f"rtlab-probe {m['name']}: {message}\n"
+            assert json.loads(cp.stdout) == {
+                "error": message,
+                "option": o["name"],
+                "value": f"{o['default']}x",
+            }
+    assert seen >= 7
 
 
 def test_every_listed_option_is_accepted(run_probe):

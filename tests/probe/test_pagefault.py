@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import shutil
 import signal
 import struct
 import subprocess
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from .._skips import need_tool
 from . import procfs
 from .conftest import is_root, one_line, online_cpus, wait_measuring
 from .loadproc import start_load, stop, wait_gone
@@ -250,8 +250,7 @@ def test_check_accepts_without_making_anything(run_probe, filedir):
 def test_refused_mlock_exits_3(probe, fallback):
     """Unprivileged, 64 KiB of RLIMIT_MEMLOCK: the meter's own mlockall is refused, and
     the protection under test is never dropped, even with --allow-fallback."""
-    if not shutil.which("setpriv"):
-        pytest.skip("setpriv is not installed")
+    need_tool("setpriv")
 
     def small_memlock() -> None:  # the child's own limit, not a system setting
         resource.setrlimit(resource.RLIMIT_MEMLOCK, (64 << 10, 64 << 10))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ..conftest import skip_untraced
 from . import procfs
 from .conftest import is_root, online_cpus, wait_measuring
 from .test_noise import HELPER
@@ -61,7 +62,7 @@ def attributed(doc: dict) -> list[dict]:
     """The thread's "by" list; skip (with the probe's reason) where tracing is unavailable."""
     pre = doc["threads"][0]["preemptions"]
     if pre["by"] is None:
-        pytest.skip(f"attribution unavailable here: {pre['by_unavailable']}")
+        skip_untraced(f"attribution unavailable here: {pre['by_unavailable']}")
     return pre["by"]
 
 
@@ -176,7 +177,7 @@ def test_instance_removed_and_top_level_untouched(preempt, probe):
     )
     assert proc.returncode == 0, proc.stderr
     if tracefs_root() is None:
-        pytest.skip("tracefs is not mounted and the probe could not mount it")
+        skip_untraced("tracefs is not mounted and the probe could not mount it")
     after = top_level()
     assert after == (before or after)  # the probe may have mounted tracefs itself
     leftovers = [p.name for p in (tracefs_root() / "instances").iterdir()]
@@ -203,7 +204,7 @@ def start_long(probe: Path, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     if proc.poll() is not None or not path:
         proc.kill() if proc.poll() is None else None
         proc.wait()
-        pytest.skip(f"no tracefs instance appeared: {proc.stderr.read() if proc.stderr else ''}")
+        skip_untraced(f"no tracefs instance appeared: {proc.stderr.read() if proc.stderr else ''}")
     wait_measuring(progress, proc)
     return proc, path
 

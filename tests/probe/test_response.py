@@ -9,7 +9,6 @@ import functools
 import glob
 import json
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -17,6 +16,7 @@ import time
 
 import pytest
 
+from .._skips import need_tool
 from . import procfs
 from .conftest import check_latencies, is_root, online_cpus, refused
 
@@ -184,8 +184,10 @@ def mqueue_names() -> list[str]:
     """Names in the mqueue file system (mounted privately for the look when needed)."""
     if os.path.ismount("/dev/mqueue"):
         return os.listdir("/dev/mqueue")
-    if not is_root() or not shutil.which("unshare"):
-        pytest.skip("no /dev/mqueue mount and no way to mount one privately")
+    if not is_root():
+        pytest.skip("no /dev/mqueue mount, and mounting one privately needs root")
+    need_tool("unshare")
+    need_tool("mount")
     with tempfile.TemporaryDirectory() as mnt:
         cp = subprocess.run(
             [

@@ -14,13 +14,13 @@ import pytest
 
 from rtlab.errors import UnsupportedError
 from rtlab.experiment import expand, parse, validate_with_probe
-from rtlab.probe import check_args, probe_catalog
+from rtlab.probe import check_call, probe_catalog
 from rtlab.system import SysRoot
 
+from .._skips import skip_setup
 from ..conftest import make_root
-from .conftest import is_root, one_line, refused
+from .conftest import one_line, refused
 
-REAL_TRACEFS = Path("/sys/kernel/tracing")
 OLD_NS = 10**18  # an mtime no write leaves
 QUICK = ["--loops", "20", "--interval", "1ms", "--policy", "other", "--no-mlock"]
 # meter, its tracer, arguments that run briefly
@@ -178,13 +178,13 @@ def test_user_is_the_default(run_probe, tmp_path):
             "wakeup",
             ["--tracer", "osnoise", "--cpus", "0"],
             "tracer",
-            '--tracer: unknown "osnoise" (one of user timerlat)',
+            "--tracer: must be one of user, timerlat; not 'osnoise'",
         ),
         (
             "noise",
             ["--tracer", "timerlat", "--cpus", "0"],
             "tracer",
-            '--tracer: unknown "timerlat" (one of user osnoise)',
+            "--tracer: must be one of user, osnoise; not 'timerlat'",
         ),
         (
             "wakeup",
@@ -225,17 +225,13 @@ def test_bad_usage_is_refused_before_tracefs_is_read(
     assert message in line and fault["option"] == option
 
 
-@pytest.mark.skipif(not is_root(), reason="tracefs is readable by root only")
 @pytest.mark.parametrize(("meter", "tracer", "args"), CASES)
-def test_the_machines_tracefs_without_the_tracer(run_probe, tmp_path, meter, tracer, args):
+def test_the_machines_tracefs_without_the_tracer(run_probe, tracefs, tmp_path, meter, tracer, args):
     """The real tracefs is only read: no instance is left, nothing else changes."""
-    try:
-        available = (REAL_TRACEFS / "available_tracers").read_text().split()
-    except OSError as e:
-        pytest.skip(f"no tracefs here ({e.strerror})")
+    available = (tracefs / "available_tracers").read_text().split()
     if tracer in available:
         pytest.skip(f"this kernel has {tracer}: the refusal cannot be seen")
-    instances = sorted(p.name for p in (REAL_TRACEFS / "instances").iterdir())
+    instances = sorted(p.name for p in (tracefs / "instances").iterdir())
     cp, doc = run(run_probe, tmp_path, meter, ["--tracer", tracer, "--cpus", "0", *args], None)
     assert cp.returncode == 3 and doc is None
     assert f"this kernel has no {tracer} tracer" in one_line(cp)
@@ -248,7 +244,7 @@ def test_the_machines_tracefs_without_the_tracer(run_probe, tmp_path, meter, tra
     )
     assert cp.returncode == 0, cp.stderr
     assert doc["tracer"]["used"] == "user"
-    assert sorted(p.name for p in (REAL_TRACEFS / "instances").iterdir()) == instances
+    assert sorted(p.name for p in (tracefs / "instances").iterdir()) == instances
 
 
 EXPERIMENT = """
@@ -266,16 +262,16 @@ def test_rtlab_run_takes_tracer_from_the_catalog(probe, tmp_path, monkeypatch):
     try:
         catalog = probe_catalog(probe)
     except Exception as e:  # a probe too old to list its options
-        pytest.skip(str(e))
+        skip_setup(str(e))
     root = SysRoot(
         make_root(tmp_path, {"sys/devices/system/cpu/online": "0-1\n", "proc/cmdline": "quiet\n"})
     )
     exp = expand(parse(EXPERIMENT, "t.toml", catalog), root=root)
     (case,) = exp.cases
-    assert case.args[case.args.index("--tracer") + 1] == "timerlat"
+    assert case.call.value("tracer") == "timerlat"
     monkeypatch.setenv("RTLAB_TRACEFS", str(fake_tracefs(tmp_path, "timerlat osnoise nop")))
-    validate_with_probe(exp, lambda args: check_args(args, probe))
+    validate_with_probe(exp, lambda call: check_call(call, probe))
     monkeypatch.setenv("RTLAB_TRACEFS", str(fake_tracefs(tmp_path / "absent")))
     with pytest.raises(UnsupportedError) as e:
-        validate_with_probe(exp, lambda args: check_args(args, probe))
+        validate_with_probe(exp, lambda call: check_call(call, probe))
     assert "key 'tracer': --tracer timerlat: this kernel has no timerlat tracer" in str(e.value)

@@ -364,6 +364,24 @@ void explain_stop(struct run *r)
 	close_trace(x);
 }
 
+void explain_free(struct run *r)
+{
+	struct explain *x = r->explain;
+
+	if (!x)
+		return;
+	explain_stop(r);
+	for (int i = 0; x->cpus && i < x->ncpus; i++)
+		xring_free(&x->cpus[i].ring);
+	for (int i = 0; x->th && i < x->nthreads; i++)
+		free(x->th[i].top);
+	free(x->cpus);
+	free(x->th);
+	free(x->kept);
+	free(x);
+	r->explain = NULL;
+}
+
 /* In the measuring thread: one write to trace_marker, and the floor moves up once
  * max_spikes samples were marked (only a worse one can still be kept). */
 void explain_mark(struct mthread *t, int64_t v, uint64_t cycle, int64_t now_ns)

@@ -24,6 +24,9 @@ int explain_start(struct run *r, char *err, size_t errlen);
 /* After the measuring threads ended: drain, explain, remove the instance. Idempotent. */
 void explain_stop(struct run *r);
 
+/* Free what explain_start() allocated (stopping first if needed). */
+void explain_free(struct run *r);
+
 /* The document's "explain" (null without --explain) and "spikes" values. */
 void explain_json(struct jw *w, const struct run *r);
 void explain_spikes_json(struct jw *w, const struct run *r);

@@ -31,6 +31,11 @@
 #define BUFFER_KB_IDLE 16      /* CPUs the tracer does not run on record nothing */
 #define BUFFER_KB_TRACED 2048  /* ~30 s of timerlat at 100 us if the reader stalls */
 
+const char *const ktracer_timerlat_words[] = { [KTRACER_USER] = "user",
+					       [KTRACER_KERNEL] = "timerlat", NULL };
+const char *const ktracer_osnoise_words[] = { [KTRACER_USER] = "user",
+					      [KTRACER_KERNEL] = "osnoise", NULL };
+
 const char *ktracer_name(enum ktracer_kind kind)
 {
 	return kind == KTRACER_TIMERLAT ? "timerlat" : "osnoise";
@@ -144,14 +149,11 @@ int ktracer_opt_check(struct ktracer_opt *o, enum ktracer_kind kind, int64_t per
 
 	o->kt = NULL;
 	o->reason[0] = '\0';
-	if (!strcmp(o->name, "user"))
+	o->name = o->choice == KTRACER_USER ? "user" : name;
+	if (o->choice == KTRACER_USER)
 		return 0;
 	at->option = "tracer";
-	at->value = o->name;
-	if (strcmp(o->name, name)) {
-		snprintf(err, errlen, "--tracer: unknown \"%.100s\" (one of user %s)", o->name, name);
-		return -EINVAL;
-	}
+	at->value = name;
 	if (!c->cpus_set) {
 		snprintf(err, errlen, "--tracer %s needs --cpus: the kernel traces CPUs, one "
 			 "thread entry each", name);

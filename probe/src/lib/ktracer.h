@@ -64,9 +64,16 @@ struct ktracer {
 	char err[300];
 };
 
+/* --tracer of a meter, a choice of two words: "user" (the meter's own loop, the default)
+ * or the kernel's tracer; the words of each kind (NULL-terminated). */
+enum ktracer_choice { KTRACER_USER, KTRACER_KERNEL };
+extern const char *const ktracer_timerlat_words[];
+extern const char *const ktracer_osnoise_words[];
+
 /* --tracer of a meter: what was asked, and the run's tracer when one is used. */
 struct ktracer_opt {
-	const char *name;   /* as given; "user" (the default): the meter's own loop */
+	int choice;         /* enum ktracer_choice (a choice option) */
+	const char *name;   /* the word chosen, set by ktracer_opt_check */
 	struct ktracer *kt; /* NULL: the user-space loop measures */
 	char reason[300];   /* why the user-space loop measures although a tracer was asked */
 };
@@ -78,7 +85,7 @@ struct common_params;
 struct opt_fault;
 
 /*
- * The meter's --tracer (O) for a run with common options C: "user", or the name of
+ * The meter's --tracer (O) for a run with common options C: "user", or the tracer of
  * KIND, which needs --cpus, a policy the kernel's threads can take and no --explain.
  * PERIOD_NS: timerlat's period (whole us, 100 us .. 1 s) or osnoise's. Then, unless checking only
  * on a system without tracefs mounted, the tracer must be available and unused: 0

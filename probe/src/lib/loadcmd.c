@@ -1,6 +1,5 @@
 /* `rtlab-probe load SPEC... [--duration D]`: run loads alone until signalled. */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -9,6 +8,7 @@
 #include "jsonw.h"
 #include "loadstat.h"
 #include "opts.h"
+#include "outfile.h"
 #include "runner.h"
 #include "timeutil.h"
 
@@ -70,15 +70,23 @@ static int load_report_fill(FILE *f, const void *arg)
 	loadstat_json(&w, &lr->act[0], &lr->act[1]);
 	jw_obj_end(&w);
 	fputc('\n', f);
-	return ferror(f) ? -EIO : 0;
+	return 0;
 }
 
+/* The document after the loads have stopped: 0, or the exit code (said on stderr). */
 static int write_json(const char *path, const struct load_group *g, const struct load_list *l,
 		      const struct loadstat *act)
 {
 	struct load_report lr = { g, l, act };
+	int sig = 0, rc = atomic_write(path, load_report_fill, &lr, &sig);
 
-	return atomic_write(path, load_report_fill, &lr, NULL);
+	if (rc == -EINTR && sig)
+		fprintf(stderr, "rtlab-probe load: --json: stopped by %s while waiting for a reader of "
+			"\"%.300s\": nothing written\n", stopsig_name(sig), path);
+	else if (rc)
+		fprintf(stderr, "rtlab-probe load: --json: cannot write \"%.300s\" (%s): no document "
+			"written\n", path, strerror(-rc));
+	return rc ? EXIT_OUTPUT : EXIT_OK;
 }
 
 static int fail(int code, const char *msg)
@@ -96,9 +104,8 @@ int run_loads_only(int argc, char **argv)
 	struct load_group g;
 	struct cpulist online;
 	const char *pos[LOAD_MAX_SPECS];
-	int npos = LOAD_MAX_SPECS, bad, rc;
+	int npos = LOAD_MAX_SPECS, bad, rc, code;
 	char err[512];
-	sigset_t sigs;
 
 	if (cpulist_online(NULL, &online))
 		return fail(EXIT_INTERNAL, "cannot read the online CPUs");
@@ -126,29 +133,21 @@ int run_loads_only(int argc, char **argv)
 	if (!p.quiet)
 		fprintf(stderr, "rtlab-probe load: %d processes in group %d; stop with SIGINT/SIGTERM\n",
 			g.nworkers, (int)g.pgid);
-	(void)sigemptyset(&sigs);
-	(void)sigaddset(&sigs, SIGINT);
-	(void)sigaddset(&sigs, SIGTERM);
-	(void)sigaddset(&sigs, SIGHUP);
 	act[0].ok = false;
 	for (int64_t settled = g.start_ns + p.settle_ns, end = settled + p.duration_ns;;) {
 		int64_t now = mono_now_ns();
 		int64_t left = p.duration_set ? end - now : NSEC_PER_SEC;
-		struct timespec ts;
 
 		if (!act[0].ok && now >= settled)
 			(void)loadstat_read(NULL, &act[0]);
 		else if (!act[0].ok && settled - now < left)
 			left = settled - now;
-		ts = ns_to_ts(left > 0 ? left : 0);
-		if ((p.duration_set && end - now <= 0) || sigtimedwait(&sigs, NULL, &ts) > 0)
+		if ((p.duration_set && end - now <= 0) || stopsig_take(left))
 			break;
 	}
 	(void)loadstat_read(NULL, &act[1]);
 	load_group_stop(&g);
-	if (p.json_path && (rc = write_json(p.json_path, &g, &list, act))) {
-		fprintf(stderr, "rtlab-probe load: cannot write \"%.300s\" (%s)\n", p.json_path, strerror(-rc));
-		return EXIT_INTERNAL;
-	}
-	return EXIT_OK;
+	code = p.json_path ? write_json(p.json_path, &g, &list, act) : EXIT_OK;
+	load_group_free(&g);
+	return code;
 }

@@ -302,12 +302,15 @@ int load_group_start(struct load_group *g, const struct load_list *l, char *err,
 	memset(g, 0, sizeof(*g));
 	if (total == 0)
 		return 0;
+	g->nalloc = total;
 	g->pids = calloc(total, sizeof(*g->pids));
 	g->spec_of = calloc(total, sizeof(*g->spec_of));
 	g->iters = mmap(NULL, total * (sizeof(uint64_t) + sizeof(int32_t)), PROT_READ | PROT_WRITE,
 			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (!g->pids || !g->spec_of || g->iters == MAP_FAILED) {
-		g->iters = NULL;
+		if (g->iters == MAP_FAILED)
+			g->iters = NULL;
+		load_group_free(g);
 		snprintf(err, errlen, "load: out of memory");
 		return -ENOMEM;
 	}
@@ -323,6 +326,7 @@ int load_group_start(struct load_group *g, const struct load_list *l, char *err,
 				snprintf(err, errlen, "load \"%s\": fork failed (%s)", l->spec[i].text,
 					 strerror(e));
 				load_group_stop(g);
+				load_group_free(g);
 				return -e;
 			}
 			if (pid == 0) {
@@ -339,8 +343,10 @@ int load_group_start(struct load_group *g, const struct load_list *l, char *err,
 		}
 	}
 	rc = wait_ready(g, l, err, errlen);
-	if (rc)
+	if (rc) {
 		load_group_stop(g);
+		load_group_free(g);
+	}
 	return rc;
 }
 
@@ -413,6 +419,18 @@ void load_group_stop(struct load_group *g)
 	}
 }
 
+void load_group_free(struct load_group *g)
+{
+	free(g->pids);
+	free(g->spec_of);
+	if (g->iters)
+		(void)munmap((void *)g->iters, g->nalloc * (sizeof(uint64_t) + sizeof(int32_t)));
+	g->pids = NULL;
+	g->spec_of = NULL;
+	g->iters = NULL;
+	g->ready = NULL;
+}
+
 void load_spec_json(struct jw *w, const struct load_spec *s)
 {
 	char cpus[256];
@@ -468,6 +486,8 @@ void load_group_json(struct jw *w, const struct load_group *g, const struct load
 		jw_kstr(w, "policy", pol);
 		if (l->spec[i].kind->work_unit)
 			jw_kstr(w, "work_unit", l->spec[i].kind->work_unit);
+		if (l->spec[i].kind->report_json)
+			l->spec[i].kind->report_json(w, &l->spec[i], workers);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);

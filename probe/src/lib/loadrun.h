@@ -60,6 +60,7 @@ int load_spec_parse(const char *text, const struct cpulist *online, struct load_
 struct load_group {
 	pid_t pgid;               /* 0 while nothing runs */
 	int nworkers;
+	int nalloc;               /* workers the arrays below hold */
 	pid_t *pids;              /* worker PIDs, 0 once reaped */
 	int *spec_of;             /* spec index of each worker */
 	volatile uint64_t *iters; /* shared with the workers: work units done */
@@ -92,6 +93,9 @@ pid_t load_fork_child(void);
 
 /* SIGTERM, then SIGKILL after a grace period, to the whole group; reap everything. */
 void load_group_stop(struct load_group *g);
+
+/* Free the group's arrays (after load_group_stop and load_group_json). Idempotent. */
+void load_group_free(struct load_group *g);
 
 /* "loads": what ran, per spec (workers, work units, rate, workers that ended early). */
 void load_group_json(struct jw *w, const struct load_group *g, const struct load_list *l);

@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -13,7 +14,7 @@
 static const char *const type_names[] = {
 	[OPT_FLAG] = "flag",	   [OPT_INT] = "int",	    [OPT_DURATION] = "duration",
 	[OPT_CPULIST] = "cpulist", [OPT_POLICY] = "policy", [OPT_STRING] = "string",
-	[OPT_LOAD] = "load",
+	[OPT_LOAD] = "load",	   [OPT_CHOICE] = "choice",
 };
 
 static const struct opt_desc *lookup(const struct opt_desc *opts, const char *name, size_t len)
@@ -98,12 +99,36 @@ static int check_number(const struct opt_desc *o, const char *val, int64_t v, ch
 	return 0;
 }
 
+/* The words of choice O as "a, b, c" in BUF (cut short, never overrun). */
+static void choice_words(const struct opt_desc *o, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; o->choices[i] && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", o->choices[i]);
+}
+
+/* The index of VAL among the words of choice O; -EINVAL with the words in ERR. */
+static int choice_index(const struct opt_desc *o, const char *val, char *err, size_t errlen)
+{
+	char words[400];
+
+	for (int i = 0; o->choices[i]; i++)
+		if (!strcmp(o->choices[i], val))
+			return i;
+	choice_words(o, words, sizeof(words));
+	snprintf(err, errlen, "--%s: must be one of %s; not '%s'", o->name, words, val);
+	return -EINVAL;
+}
+
 static int set_value(const struct opt_desc *o, void *base, const char *val,
 		     const struct cpulist *online, char *err, size_t errlen)
 {
 	char *field = (char *)base + o->offset;
 	char why[256];
 	int64_t v;
+	int i;
 
 	switch (o->type) {
 	case OPT_FLAG:
@@ -129,6 +154,14 @@ static int set_value(const struct opt_desc *o, void *base, const char *val,
 		if (cpulist_parse(val, (struct cpulist *)field, why, sizeof(why)) ||
 		    cpulist_check_subset((struct cpulist *)field, online, why, sizeof(why)))
 			goto out_why;
+		if (o->max > 0 && ((struct cpulist *)field)->n > o->max) {
+			if (o->max == 1)
+				snprintf(err, errlen, "--%s: \"%s\" is not one CPU", o->name, val);
+			else
+				snprintf(err, errlen, "--%s: \"%s\" is more than %lld CPUs", o->name,
+					 val, (long long)o->max);
+			return -EINVAL;
+		}
 		return 0;
 	case OPT_POLICY:
 		if (policy_parse(val, (struct policy_spec *)field, why, sizeof(why)))
@@ -153,6 +186,11 @@ static int set_value(const struct opt_desc *o, void *base, const char *val,
 		l->n++;
 		return 0;
 	}
+	case OPT_CHOICE:
+		if ((i = choice_index(o, val, err, errlen)) < 0)
+			return i;
+		*(int *)field = i;
+		return 0;
 	}
 	return -EINVAL;
 out_why:
@@ -160,14 +198,33 @@ out_why:
 	return -EINVAL;
 }
 
-/* Record what was refused (when the caller asked) and return -EINVAL. */
-static int refuse(struct opt_fault *at, const char *option, const char *value)
+int opts_refuse(struct opt_fault *at, const char *option, const char *value)
 {
 	if (at) {
 		at->option = option;
 		at->value = value;
 	}
 	return -EINVAL;
+}
+
+int opts_refusef(struct opt_fault *at, const char *option, const char *value, char *err,
+		 size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return opts_refuse(at, option, value);
+}
+
+/* Every choice option of TABLES takes its default: the table is its one source. */
+static void choice_defaults(const struct opt_table *tables, int ntables)
+{
+	for (int t = 0; t < ntables; t++)
+		for (const struct opt_desc *o = tables[t].opts; o->name; o++)
+			if (o->type == OPT_CHOICE && !o->alias_of)
+				*(int *)((char *)tables[t].base + o->offset) = o->choice_default;
 }
 
 int opts_parse(int argc, char **argv, const struct opt_table *tables, int ntables,
@@ -177,6 +234,7 @@ int opts_parse(int argc, char **argv, const struct opt_table *tables, int ntable
 	int maxpos = *npos;
 
 	*npos = 0;
+	choice_defaults(tables, ntables);
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 
@@ -185,7 +243,7 @@ int opts_parse(int argc, char **argv, const struct opt_table *tables, int ntable
 		if (strncmp(a, "--", 2) || !a[2]) {
 			if (*npos >= maxpos) {
 				snprintf(err, errlen, "unexpected argument \"%s\"", a);
-				return refuse(at, NULL, a);
+				return opts_refuse(at, NULL, a);
 			}
 			pos[(*npos)++] = a;
 			continue;
@@ -197,14 +255,14 @@ int opts_parse(int argc, char **argv, const struct opt_table *tables, int ntable
 
 		if (!o) {
 			snprintf(err, errlen, "unknown option \"--%.*s\" (see --help)", (int)len, name);
-			return refuse(at, NULL, a);
+			return opts_refuse(at, NULL, a);
 		}
 		const char *val = NULL;
 
 		if (o->type == OPT_FLAG) {
 			if (eq) {
 				snprintf(err, errlen, "--%s takes no value", o->name);
-				return refuse(at, o->name, eq + 1);
+				return opts_refuse(at, o->name, eq + 1);
 			}
 		} else if (eq) {
 			val = eq + 1;
@@ -212,10 +270,10 @@ int opts_parse(int argc, char **argv, const struct opt_table *tables, int ntable
 			val = argv[++i];
 		} else {
 			snprintf(err, errlen, "--%s needs a value (%s)", o->name, o->metavar);
-			return refuse(at, o->name, NULL);
+			return opts_refuse(at, o->name, NULL);
 		}
 		if (set_value(o, base, val, online, err, errlen))
-			return refuse(at, o->name, val);
+			return opts_refuse(at, o->name, val);
 		if (o->set_offset != OPT_NO_SET)
 			*(bool *)((char *)base + o->set_offset) = true;
 	}
@@ -234,13 +292,18 @@ void opts_help(FILE *f, const struct opt_table *tables, int ntables)
 {
 	for (int t = 0; t < ntables; t++) {
 		for (const struct opt_desc *o = tables[t].opts; o->name; o++) {
-			char head[64];
+			char head[64], words[400];
 
 			if (o->alias_of)
 				continue; /* old spellings keep working without cluttering the help */
 			snprintf(head, sizeof(head), "--%s%s%s", o->name, o->metavar ? " " : "",
 				 o->metavar ? o->metavar : "");
-			fprintf(f, "  %-24s %s\n", head, o->help);
+			fprintf(f, "  %-24s %s", head, o->help);
+			if (o->type == OPT_CHOICE) {
+				choice_words(o, words, sizeof(words));
+				fprintf(f, " (%s; default %s)", words, o->choices[o->choice_default]);
+			}
+			fputc('\n', f);
 		}
 	}
 }
@@ -263,6 +326,14 @@ void opts_json(struct jw *w, const struct opt_desc *opts)
 			jw_kint(w, ns ? "max_ns" : "max", o->max);
 			if (o->step > 1)
 				jw_kint(w, ns ? "step_ns" : "step", o->step);
+		}
+		if (o->type == OPT_CHOICE) {
+			jw_key(w, "choices");
+			jw_arr_begin(w);
+			for (int i = 0; o->choices[i]; i++)
+				jw_str(w, o->choices[i]);
+			jw_arr_end(w);
+			jw_kstr(w, "default", o->choices[o->choice_default]);
 		}
 		jw_kstr(w, "help", o->help);
 		jw_key(w, "aliases");

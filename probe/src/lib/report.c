@@ -1,7 +1,6 @@
 /* The result document (schema in docs/result-format.md) and the human summary. */
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,14 +21,15 @@ static const struct {
 	double q;
 } quantiles[] = { { "50", 0.5 }, { "90", 0.9 }, { "99", 0.99 }, { "99.9", 0.999 }, { "99.99", 0.9999 } };
 
-static const char *signal_name(int sig)
-{
-	return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "signal";
-}
-
 static uint64_t thread_count(const struct mthread *t)
 {
 	return MT_GET(t, count);
+}
+
+/* Samples missing from the raw file: the ring was full, or they could not be written. */
+static uint64_t raw_lost(const struct mthread *t)
+{
+	return t->raw_lost + (t->ring ? t->ring->lost : 0);
 }
 
 static void hist_json(struct jw *w, const struct hist *h)
@@ -130,10 +130,15 @@ static void thread_json(struct jw *w, const struct run *r, const struct mthread 
 	jw_obj_end(w);
 	jw_kdouble(w, "percentiles_rel_error", 0.5 / HIST_HALF);
 	jw_kuint(w, "overruns", t->overruns);
-	jw_kuint(w, "raw_lost", t->raw_lost);
+	jw_kuint(w, "raw_lost", raw_lost(t));
 	if (t->ring) {
+		char why[120];
+		const char *e = ring_error(t->ring, why, sizeof(why));
+
 		jw_kstr(w, "raw_file", t->raw_path);
 		jw_kuint(w, "raw_samples", t->ring->written);
+		if (e)
+			jw_kstr(w, "raw_error", e);
 	}
 	jw_key(w, "histogram");
 	hist_json(w, t->hist);
@@ -223,7 +228,7 @@ void report_json(const struct run *r, FILE *f)
 				    : r->c.loops_set ? "loops"
 				    : r->c.duration_set ? "duration" : "unknown");
 	jw_key(&w, "signal");
-	r->stop_signal ? jw_str(&w, signal_name(r->stop_signal)) : jw_null(&w);
+	r->stop_signal ? jw_str(&w, stopsig_name(r->stop_signal)) : jw_null(&w);
 	jw_key(&w, "argv");
 	jw_arr_begin(&w);
 	for (int i = 0; i < r->argc; i++)
@@ -262,16 +267,39 @@ void report_json(const struct run *r, FILE *f)
 static int report_fill(FILE *f, const void *r)
 {
 	report_json(r, f);
-	return ferror(f) ? -EIO : 0;
+	return 0;
 }
 
 int report_save(const struct run *r, const char *path, char *err, size_t errlen)
 {
-	int rc = atomic_write(path, report_fill, r, NULL);
+	int sig = 0, rc = atomic_write(path, report_fill, r, &sig);
 
-	if (rc)
-		snprintf(err, errlen, "cannot write \"%.300s\" (%s)", path, strerror(-rc));
+	if (rc == -EINTR && sig)
+		snprintf(err, errlen, "--json: stopped by %s while waiting for a reader of \"%.300s\": "
+			 "no document written", stopsig_name(sig), path);
+	else if (rc)
+		snprintf(err, errlen, "--json: cannot write \"%.300s\" (%s): no document written", path,
+			 strerror(-rc));
 	return rc;
+}
+
+bool report_lost_outputs(const struct run *r, FILE *f)
+{
+	bool lost = r->progress_err != 0; /* said when it happened */
+	char why[120];
+
+	for (int i = 0; i < r->nthreads; i++) {
+		const struct mthread *t = &r->th[i];
+		const char *e = t->ring ? ring_error(t->ring, why, sizeof(why)) : NULL;
+
+		if (!e)
+			continue;
+		fprintf(f, "rtlab-probe %s: --raw: \"%.300s\": %s: %llu of %llu samples missing "
+			"(raw_lost)\n", r->m->name, t->raw_path, e,
+			(unsigned long long)raw_lost(t), (unsigned long long)thread_count(t));
+		lost = true;
+	}
+	return lost;
 }
 
 bool report_deadline_exceeded(const struct run *r)
@@ -305,8 +333,8 @@ void report_summary(const struct run *r, FILE *f)
 		format_duration(MT_GET(t, max_ns), mx, sizeof(mx));
 		fprintf(f, "T%d cpu %s %s: %llu cycles  min %s  p50 %s  p99 %s  max %s  overruns %llu%s\n",
 			t->index, cpu, pol, (unsigned long long)n, mn,
-			p50, p99, mx, (unsigned long long)t->overruns, t->raw_lost ? "  (raw samples lost)" : "");
+			p50, p99, mx, (unsigned long long)t->overruns, raw_lost(t) ? "  (raw samples lost)" : "");
 	}
 	if (r->stop_signal)
-		fprintf(f, "stopped by %s: incomplete run\n", signal_name(r->stop_signal));
+		fprintf(f, "stopped by %s: incomplete run\n", stopsig_name(r->stop_signal));
 }

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 #include "loadstat.h"
+#include "outfile.h"
 #include "rawring.h"
 #include "runner.h"
 #include "sampler.h"
@@ -39,7 +40,9 @@ struct run {
 	struct loadstat prog_prev, prog_now; /* /proc/stat at the last two --progress lines */
 	int stop_signal;      /* the signal that stopped the run, 0 if none */
 	bool status_drawn;
-	FILE *progress;       /* --progress stream, or NULL */
+	FILE *progress;       /* --progress stream, or NULL (also once it failed) */
+	struct outfile progress_out; /* what the stream writes to */
+	int progress_err;     /* why the stream ended early (errno; EINTR: a stop signal), or 0 */
 	struct explain *explain; /* --explain state, or NULL */
 };
 
@@ -55,8 +58,20 @@ void report_summary(const struct run *r, FILE *f);
 /* Redraw the live status lines on stderr (only when it is a terminal). */
 void status_draw(struct run *r);
 
-/* One JSON line on the --progress stream: phase, elapsed time, per-thread statistics. */
+/* One JSON line on the --progress stream: phase, elapsed time, per-thread statistics.
+ * A stop signal taken while waiting for the stream's reader stops the run. */
 void progress_write(struct run *r, const char *phase);
+
+/* The stream failed with errno ERR (EINTR: a stop signal ended a wait for its reader):
+ * say so on stderr, close it, write no more. */
+void progress_fail(struct run *r, int err);
+
+/* The last ("done") line and the end of the stream, checked. */
+void progress_end(struct run *r);
+
+/* One line on F per output that lacks something (a raw file, the progress stream):
+ * true when there is one, and the run must exit EXIT_OUTPUT. */
+bool report_lost_outputs(const struct run *r, FILE *f);
 
 /* --deadline exceeded by any thread? */
 bool report_deadline_exceeded(const struct run *r);

@@ -10,6 +10,7 @@
 
 #include "explain.h"
 #include "opts.h"
+#include "outfile.h"
 #include "run.h"
 #include "timeutil.h"
 
@@ -85,9 +86,12 @@ static int alloc_threads(struct run *r, char *err, size_t errlen)
 			continue;
 		run_raw_path(r, i, t->raw_path, sizeof(t->raw_path));
 		int rc = ring_open(&r->rings[i], t->raw_path, i, t->cpu, t->period_ns,
-				   raw_ring_samples(t->period_ns));
+				   raw_ring_samples(t->period_ns), r->stop_signal);
 
-		if (rc) {
+		if (rc == -EINTR) { /* stopped waiting for its reader: the run ends at once */
+			if (!r->stop_signal)
+				r->stop_signal = r->rings[i].stop_signal;
+		} else if (rc) {
 			snprintf(err, errlen, "--raw: cannot write \"%.300s\" (%s)", t->raw_path, strerror(-rc));
 			return rc;
 		}
@@ -149,7 +153,8 @@ static void *mthread_main(void *arg)
 	}
 	(void)pthread_barrier_wait(&r->ready);
 	(void)pthread_barrier_wait(&r->go);
-	if (!atomic_load(&r->abort)) {
+	/* Stopped before measuring (while settling, or waiting for an output's reader): nothing. */
+	if (!atomic_load(&r->abort) && !atomic_load(&r->stop)) {
 		struct run_ctl ctl = { &r->stop, (uint64_t)r->c.loops, r->c.duration_ns };
 
 		if (t->policy.policy == SCHED_DEADLINE)
@@ -211,26 +216,10 @@ static int start_threads(struct run *r, char *err, size_t errlen)
 	return rc;
 }
 
-static sigset_t stop_signals(void)
-{
-	sigset_t s;
-
-	(void)sigemptyset(&s);
-	(void)sigaddset(&s, SIGINT);
-	(void)sigaddset(&s, SIGTERM);
-	(void)sigaddset(&s, SIGHUP);
-	return s;
-}
-
 /* Sleep until UNTIL_NS (CLOCK_MONOTONIC) or a stop signal; returns the signal or 0. */
 static int wait_signal(int64_t until_ns)
 {
-	sigset_t s = stop_signals();
-	int64_t left = until_ns - mono_now_ns();
-	struct timespec ts = ns_to_ts(left > 0 ? left : 0);
-	int sig = sigtimedwait(&s, NULL, &ts);
-
-	return sig > 0 ? sig : 0;
+	return stopsig_take(until_ns - mono_now_ns());
 }
 
 static void main_wait(struct run *r)
@@ -300,6 +289,7 @@ static int hold_dma_latency(struct run *r, char *err, size_t errlen)
 
 static int lock_memory(struct run *r, char *err, size_t errlen)
 {
+	meters_release_image(); /* never locked, whichever meter runs; also with --no-mlock */
 	if (r->c.no_mlock)
 		return 0;
 	if (mlockall(MCL_CURRENT | MCL_FUTURE) == 0) {
@@ -317,8 +307,11 @@ static int lock_memory(struct run *r, char *err, size_t errlen)
 static void release_all(struct run *r)
 {
 	explain_stop(r);
-	raw_writer_stop(&r->writer);
 	load_group_stop(&r->loads);
+	(void)raw_writer_stop(&r->writer); /* after the loads: it may wait for a FIFO's reader */
+	for (int i = 0; r->ring_ptrs && i < r->nthreads; i++)
+		if (r->ring_ptrs[i])
+			(void)ring_close(r->ring_ptrs[i]);
 	if (r->dma_fd >= 0)
 		(void)close(r->dma_fd);
 	r->dma_fd = -1;
@@ -326,14 +319,38 @@ static void release_all(struct run *r)
 		(void)munlockall();
 }
 
-int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char **full_argv)
+static bool on_stdout(const char *path)
 {
-	struct run *r = calloc(1, sizeof(*r));
+	return path && !strcmp(path, "-");
+}
+
+/* Everything a run allocated, once its threads have ended. */
+static void run_free(struct run *r)
+{
+	explain_free(r);
+	load_group_free(&r->loads);
+	for (int i = 0; r->th && i < r->nthreads; i++) {
+		free(r->th[i].hist);
+		series_free(&r->th[i].series);
+		free(r->th[i].mstate);
+	}
+	for (int i = 0; r->rings && i < r->nthreads; i++)
+		if (r->rings[i].buf || r->rings[i].out.fd > 0) /* all zero: never opened (fd 0!) */
+			(void)ring_close(&r->rings[i]); /* idempotent */
+	free(r->rings);
+	free(r->ring_ptrs);
+	free(r->th);
+	free(r->mparams);
+	free(r);
+}
+
+static int run_all(struct run *r, const struct meter *m, int argc, char **argv, int full_argc,
+		   char **full_argv)
+{
 	char err[512];
 	int code, rc;
+	bool lost;
 
-	if (!r || !(r->mparams = calloc(1, m->params_size)))
-		return fail(EXIT_INTERNAL, m->name, "out of memory");
 	r->m = m;
 	r->argc = full_argc;
 	r->argv = full_argv;
@@ -348,13 +365,14 @@ int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char 
 		return fail(EXIT_UNSUPPORTED, m->name, err);
 	/* Loads and threads were checked before: what is refused now is refused here (exit 3). */
 	r->c.loads.cgroup = r->c.load_cgroup;
-	if ((rc = load_group_start(&r->loads, &r->c.loads, err, sizeof(err)))) {
+	/* Stopped while waiting for an output's reader: nothing to start, the run ends at once. */
+	if (!r->stop_signal && (rc = load_group_start(&r->loads, &r->c.loads, err, sizeof(err)))) {
 		release_all(r);
 		return fail(rc == -ENOMEM ? EXIT_INTERNAL : EXIT_UNSUPPORTED, m->name, err);
 	}
 	if (r->progress)
 		progress_write(r, r->c.settle_ns ? "settle" : "start");
-	if (r->c.settle_ns)
+	if (r->c.settle_ns && !r->stop_signal)
 		r->stop_signal = wait_signal(mono_now_ns() + r->c.settle_ns);
 	if ((rc = lock_memory(r, err, sizeof(err)))) {
 		release_all(r);
@@ -373,14 +391,29 @@ int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char 
 	}
 	main_wait(r);
 	release_all(r);
-	if (r->progress)
-		progress_write(r, "done");
+	progress_end(r);
+	lost = report_lost_outputs(r, stderr);
 	if (r->c.json_path && (rc = report_save(r, r->c.json_path, err, sizeof(err))))
-		return fail(EXIT_INTERNAL, m->name, err);
-	if (!r->c.quiet && !(r->c.json_path && !strcmp(r->c.json_path, "-")) &&
-	    r->progress != stdout)
+		return fail(EXIT_OUTPUT, m->name, err);
+	if (!r->c.quiet && !on_stdout(r->c.json_path) && !on_stdout(r->c.progress_path))
 		report_summary(r, stdout);
+	if (lost)
+		return EXIT_OUTPUT; /* before 1: the record of the run is not whole */
 	if (r->c.deadline_set && report_deadline_exceeded(r))
 		return EXIT_DEADLINE;
 	return EXIT_OK;
+}
+
+int run_meter(const struct meter *m, int argc, char **argv, int full_argc, char **full_argv)
+{
+	struct run *r = calloc(1, sizeof(*r));
+	int code;
+
+	if (!r || !(r->mparams = calloc(1, m->params_size))) {
+		free(r);
+		return fail(EXIT_INTERNAL, m->name, "out of memory");
+	}
+	code = run_all(r, m, argc, argv, full_argc, full_argv);
+	run_free(r);
+	return code;
 }

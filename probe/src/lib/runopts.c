@@ -4,14 +4,17 @@
  * line that passes `--check` is not refused as bad input when it runs.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "atomicfile.h"
 #include "explain.h"
 #include "opts.h"
+#include "outfile.h"
 #include "run.h"
 #include "timeutil.h"
 
@@ -184,16 +187,31 @@ static int check_outputs(struct run *r, struct opt_fault *at, char *err, size_t 
 	return 0;
 }
 
-/* Opened before measuring so that the host sees the settle phase; after every check. */
+/*
+ * Opened before measuring so that the host sees the settle phase; after every check.
+ * A stop signal while waiting for a FIFO's reader stops the run before it starts.
+ */
 static int open_progress(struct run *r, struct opt_fault *at, char *err, size_t errlen)
 {
 	const char *path = r->c.progress_path;
+	struct outfile *o = &r->progress_out;
+	int rc = 0;
 
 	if (!path)
 		return 0;
-	r->progress = strcmp(path, "-") ? fopen(path, "w") : stdout;
-	if (!r->progress) {
-		snprintf(err, errlen, "--progress: cannot write \"%.300s\" (%s)", path, strerror(errno));
+	if (strcmp(path, "-"))
+		rc = outfile_open(o, path, 0);
+	else if ((o->fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0)) < 0)
+		rc = -errno;
+	if (rc == -EINTR) {
+		r->stop_signal = o->stop_signal;
+		progress_fail(r, EINTR);
+		return 0;
+	}
+	if (!rc && !(r->progress = outfile_stream(o)))
+		rc = -errno;
+	if (rc) {
+		snprintf(err, errlen, "--progress: cannot write \"%.300s\" (%s)", path, strerror(-rc));
 		return fault(at, "progress", path);
 	}
 	(void)setvbuf(r->progress, NULL, _IOLBF, 0);

@@ -24,9 +24,12 @@ struct series {
 int series_init(struct series *s, int64_t period_ns, uint32_t cap);
 void series_free(struct series *s);
 
-/* Add V observed at T_REL_NS after the start. No allocation, no division. */
+/* Add V observed at T_REL_NS after the start (before it: the first slot). No allocation,
+ * no division. */
 static inline void series_add(struct series *s, int64_t t_rel_ns, int64_t v)
 {
+	if (t_rel_ns < 0)
+		t_rel_ns = 0; /* else no slot would be open yet */
 	while (t_rel_ns >= s->edge_ns) {
 		if (s->n >= s->cap) {
 			s->truncated = true;

@@ -1,4 +1,5 @@
 /* Live status: one line per measuring thread on stderr, redrawn in place. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -57,6 +58,9 @@ void progress_write(struct run *r, const char *phase)
 	bool done = !strcmp(phase, "done");
 	bool measuring = done || !strcmp(phase, "measure");
 
+	if (!r->progress)
+		return; /* none, or it failed */
+
 	jw_init(w, r->progress);
 	jw_obj_begin(w);
 	jw_kstr(w, "phase", phase);
@@ -91,5 +95,42 @@ void progress_write(struct run *r, const char *phase)
 		progress_busy(r, w, done);
 	jw_obj_end(w);
 	fputc('\n', r->progress);
-	(void)fflush(r->progress);
+	if (fflush(r->progress) || ferror(r->progress))
+		progress_fail(r, r->progress_out.err ? r->progress_out.err : EIO);
+}
+
+void progress_fail(struct run *r, int err)
+{
+	const char *path = r->c.progress_path;
+	int sig = r->progress_out.stop_signal;
+
+	if (err == EINTR)
+		fprintf(stderr, "rtlab-probe %s: --progress: stopped by %s while waiting for a reader "
+			"of \"%.300s\": %s\n", r->m->name, stopsig_name(sig), path,
+			r->progress ? "the stream ends here" : "nothing written");
+	else
+		fprintf(stderr, "rtlab-probe %s: --progress: cannot write \"%.300s\" (%s): the stream "
+			"ends here\n", r->m->name, path, strerror(err));
+	if (sig && !r->stop_signal)
+		r->stop_signal = sig;
+	if (r->stop_signal)
+		atomic_store(&r->stop, 1); /* a signal is a signal, even when an output took it */
+	if (r->progress)
+		(void)fclose(r->progress);
+	r->progress = NULL;
+	r->progress_err = err;
+}
+
+void progress_end(struct run *r)
+{
+	if (!r->progress)
+		return;
+	progress_write(r, "done");
+	if (r->progress) {
+		FILE *f = r->progress;
+
+		r->progress = NULL;
+		if (fclose(f))
+			progress_fail(r, r->progress_out.err ? r->progress_out.err : EIO);
+	}
 }

@@ -2,6 +2,7 @@
 #ifndef RTLAB_TIMEUTIL_H
 #define RTLAB_TIMEUTIL_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -27,6 +28,30 @@ static inline int64_t mono_now_ns(void)
 	struct timespec ts;
 	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts_to_ns(&ts);
+}
+
+/* CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID), in ns. */
+static inline int64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	(void)clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts_to_ns(&ts);
+}
+
+/* Sleep until TARGET_NS on CLOCK_MONOTONIC (absolute: no drift), a signal's EINTR retried. */
+static inline void sleep_until_ns(int64_t target_ns)
+{
+	struct timespec ts = ns_to_ts(target_ns);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+/* Sleep NS on CLOCK_MONOTONIC from now; after a signal, for what was left. */
+static inline void sleep_for_ns(int64_t ns)
+{
+	struct timespec ts = ns_to_ts(ns);
+	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+		;
 }
 
 /*

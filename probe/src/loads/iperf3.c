@@ -32,7 +32,7 @@ static int iperf3_parse(const char *args, struct load_spec *spec, char *err, siz
 	int argc = 0;
 
 	snprintf(cfg->args, sizeof(cfg->args), "%s", args ? args : "");
-	snprintf(buf, sizeof(buf), "%s", cfg->args);
+	memcpy(buf, cfg->args, sizeof(buf)); /* both LOAD_TEXT_MAX, terminated */
 	if (extload_split(buf, argv, &argc, EXTLOAD_MAX_ARGS - 12)) {
 		snprintf(err, errlen, "too many client arguments");
 		return -EINVAL;
@@ -96,7 +96,7 @@ static void iperf3_worker(const struct load_spec *spec, int index, volatile uint
 
 	(void)index;
 	extload_guard();
-	snprintf(args, sizeof(args), "%s", cfg->args);
+	memcpy(args, cfg->args, sizeof(args));
 	if (extload_split(args, client, &argc, EXTLOAD_MAX_ARGS))
 		_exit(1);
 	for (;;) {

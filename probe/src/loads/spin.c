@@ -64,14 +64,6 @@ static int spin_parse(const char *args, struct load_spec *spec, char *err, size_
 	return 0;
 }
 
-static int64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts_to_ns(&ts);
-}
-
 static uint64_t xorshift(uint64_t *s)
 {
 	*s ^= *s << 13;
@@ -94,7 +86,6 @@ static void spin_worker(const struct load_spec *spec, int index, volatile uint64
 		int64_t target = (int64_t)llround(len * cfg->pct / 100.0); /* CPU ns in this window */
 		int64_t end = start + len, cpu0 = thread_cpu_ns(), now, check = start;
 		uint64_t n = 0;
-		struct timespec ts = ns_to_ts(end);
 
 		/* Busy until the thread has had TARGET of CPU time (others may take the CPU
 		 * meanwhile) or the window ends; the CPU clock is read every SPIN_CHECK_NS. */
@@ -108,8 +99,7 @@ static void spin_worker(const struct load_spec *spec, int index, volatile uint64
 		}
 		*iter += n;
 		if (end > mono_now_ns())
-			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-				;
+			sleep_until_ns(end);
 		/* preempted past the window: start afresh, never catch up */
 		start = end > mono_now_ns() - cfg->period_ns ? end : mono_now_ns();
 	}

@@ -3,10 +3,12 @@
  * worker that walks its own buffer, larger than the last-level cache, writing
  * one byte every STRIDE bytes. STRIDE "line" (the cache line: shared-cache and
  * bus congestion), "page" (TLB pressure) or a size in bytes; SIZE defaults
- * to twice the largest cache listed in sysfs.
+ * to twice the largest cache listed in sysfs, capped (STRIDE_CAP_BYTES and a
+ * share of the physical memory) so that a huge reported cache costs no more.
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -14,18 +16,25 @@
 
 #include "lib/jsonw.h"
 #include "lib/loadrun.h"
+#include "lib/sysfs.h"
 #include "lib/timeutil.h"
 #include "probe.h"
 
-#define STRIDE_CACHE_DIR "/sys/devices/system/cpu/cpu0/cache"
+#define STRIDE_CACHE_DIR "devices/system/cpu/cpu0/cache" /* under sysfs */
 #define STRIDE_FALLBACK_LLC ((int64_t)32 << 20) /* when sysfs lists no cache */
 #define STRIDE_MAX_SIZE ((int64_t)1 << 34)
+/* Default buffer per worker at most: twice the largest LLC of current CPUs (about 0.5 GiB). */
+#define STRIDE_CAP_BYTES ((int64_t)1 << 30)
+#define STRIDE_RAM_SHARE 4 /* the default buffers of one load take at most 1/4 of the RAM */
+/* Writes between two updates of the work-unit count: milliseconds, whatever the buffer. */
+#define STRIDE_PUBLISH_WRITES 4096
 
 struct stride_cfg {
 	int64_t stride_bytes;
-	int64_t size_bytes;
-	int64_t llc_bytes; /* as read from sysfs, 0 if unknown */
-	char stride_name[8]; /* "line", "page" or "" */
+	int64_t size_bytes;   /* of each worker's buffer */
+	int64_t llc_bytes;    /* as read from sysfs, 0 if unknown */
+	bool capped;          /* the default (2x the LLC) was cut to the cap */
+	char stride_name[8];  /* "line", "page" or "" */
 };
 
 static int64_t read_sysfs_int(const char *path)
@@ -48,21 +57,23 @@ static int64_t read_sysfs_int(const char *path)
 /* Size of the highest-level cache of cpu0 and its line size; 0 when not listed. */
 static void cache_geometry(int64_t *llc, int64_t *line)
 {
-	char path[128];
+	char dir[256], path[320];
 	int64_t best_level = -1;
 
 	*llc = 0;
 	*line = 0;
+	if (sysfs_path(dir, sizeof(dir), STRIDE_CACHE_DIR))
+		return;
 	for (int i = 0; i < 16; i++) {
-		snprintf(path, sizeof(path), STRIDE_CACHE_DIR "/index%d/level", i);
+		snprintf(path, sizeof(path), "%s/index%d/level", dir, i);
 		int64_t level = read_sysfs_int(path);
 
 		if (level < 0)
 			continue;
-		snprintf(path, sizeof(path), STRIDE_CACHE_DIR "/index%d/size", i);
+		snprintf(path, sizeof(path), "%s/index%d/size", dir, i);
 		int64_t size = read_sysfs_int(path);
 
-		snprintf(path, sizeof(path), STRIDE_CACHE_DIR "/index%d/coherency_line_size", i);
+		snprintf(path, sizeof(path), "%s/index%d/coherency_line_size", dir, i);
 		int64_t ls = read_sysfs_int(path);
 
 		if (ls > 0 && !*line)
@@ -72,6 +83,25 @@ static void cache_geometry(int64_t *llc, int64_t *line)
 			*llc = size;
 		}
 	}
+}
+
+/* The default buffer of one of NWORKERS: 2x the LLC, at most the cap. */
+static void default_size(struct stride_cfg *cfg, int nworkers)
+{
+	int64_t want = 2 * (cfg->llc_bytes > 0 ? cfg->llc_bytes : STRIDE_FALLBACK_LLC);
+	int64_t cap = STRIDE_CAP_BYTES, page = sysconf(_SC_PAGESIZE);
+	long pages = sysconf(_SC_PHYS_PAGES);
+
+	if (pages > 0 && nworkers > 0) {
+		int64_t ram_share = (int64_t)pages / STRIDE_RAM_SHARE / nworkers * page;
+
+		if (ram_share < cap)
+			cap = ram_share;
+	}
+	if (cap < cfg->stride_bytes)
+		cap = cfg->stride_bytes;
+	cfg->capped = want > cap;
+	cfg->size_bytes = cfg->capped ? cap : want;
 }
 
 static int stride_parse(const char *args, struct load_spec *spec, char *err, size_t errlen)
@@ -101,21 +131,28 @@ static int stride_parse(const char *args, struct load_spec *spec, char *err, siz
 		snprintf(err, errlen, "stride \"%s\" must be line, page or 1..1G bytes", buf);
 		return -EINVAL;
 	}
-	cfg->size_bytes = 2 * (cfg->llc_bytes > 0 ? cfg->llc_bytes : STRIDE_FALLBACK_LLC);
-	if (size && (parse_size_bytes(size, &cfg->size_bytes, serr, sizeof(serr)) ||
-		     cfg->size_bytes < cfg->stride_bytes || cfg->size_bytes > STRIDE_MAX_SIZE)) {
-		snprintf(err, errlen, "size \"%s\" must be at least the stride and at most 16G", size);
-		return -EINVAL;
-	}
 	spec->nprocs = spec->cpus.n;
+	default_size(cfg, spec->nprocs);
+	if (size) {
+		cfg->capped = false;
+		if (parse_size_bytes(size, &cfg->size_bytes, serr, sizeof(serr)) ||
+		    cfg->size_bytes < cfg->stride_bytes || cfg->size_bytes > STRIDE_MAX_SIZE ||
+		    (uint64_t)cfg->size_bytes > SIZE_MAX / 2) {
+			snprintf(err, errlen, "size \"%s\" must be at least the stride and at most 16G",
+				 size);
+			return -EINVAL;
+		}
+	}
 	return 0;
 }
 
+/* Walk the buffer forever; the count grows every STRIDE_PUBLISH_WRITES writes, not per pass. */
 static void stride_worker(const struct load_spec *spec, int index, volatile uint64_t *iter)
 {
 	const struct stride_cfg *cfg = (const void *)spec->cfg;
-	size_t size = (size_t)cfg->size_bytes, stride = (size_t)cfg->stride_bytes;
+	size_t size = (size_t)cfg->size_bytes, stride = (size_t)cfg->stride_bytes, off = 0;
 	volatile unsigned char *buf;
+	unsigned char v = 1;
 
 	(void)index;
 	buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -124,13 +161,29 @@ static void stride_worker(const struct load_spec *spec, int index, volatile uint
 	/* Small pages: a page stride must miss the TLB, not hit one huge page. */
 	if (stride >= (size_t)sysconf(_SC_PAGESIZE))
 		(void)madvise((void *)buf, size, MADV_NOHUGEPAGE);
-	for (unsigned char v = 1;; v++) {
-		uint64_t n = 0;
-
-		for (size_t off = 0; off < size; off += stride, n++)
+	for (;;) {
+		for (int n = 0; n < STRIDE_PUBLISH_WRITES; n++) {
 			buf[off] += v;
-		*iter += n;
+			if (off < size - stride) {
+				off += stride;
+			} else {
+				off = 0;
+				v++;
+			}
+		}
+		*iter += STRIDE_PUBLISH_WRITES;
 	}
+}
+
+/* Why the buffer is not larger than the LLC, or NULL when it is (or the LLC is unknown). */
+static const char *stride_note(const struct stride_cfg *cfg)
+{
+	if (cfg->llc_bytes <= 0 || cfg->size_bytes > cfg->llc_bytes)
+		return NULL;
+	return cfg->capped ? "the buffer is capped at or below the last-level cache: part of each "
+			     "pass may hit the cache (give SIZE to choose)"
+			   : "SIZE is not larger than the last-level cache: part of each pass may hit "
+			     "the cache";
 }
 
 static void stride_json(struct jw *w, const struct load_spec *spec)
@@ -141,15 +194,30 @@ static void stride_json(struct jw *w, const struct load_spec *spec)
 	jw_kint(w, "size_bytes", cfg->size_bytes);
 	jw_key(w, "llc_bytes");
 	cfg->llc_bytes > 0 ? jw_int(w, cfg->llc_bytes) : jw_null(w);
+	jw_kbool(w, "size_capped", cfg->capped);
+}
+
+/* What ran: the memory of the buffers, the LLC they were sized from, and why when too small. */
+static void stride_report(struct jw *w, const struct load_spec *spec, int workers)
+{
+	const struct stride_cfg *cfg = (const void *)spec->cfg;
+	const char *note = stride_note(cfg);
+
+	stride_json(w, spec);
+	jw_kint(w, "memory_bytes", cfg->size_bytes * workers);
+	jw_key(w, "size_note");
+	note ? jw_str(w, note) : jw_null(w);
 }
 
 const struct load_kind load_stride = {
 	.name = "stride",
 	.syntax = "stride:line|page|BYTES[:SIZE]",
-	.summary = "walk a buffer of SIZE (2x the last-level cache) writing every STRIDE bytes, per CPU",
+	.summary = "walk a buffer of SIZE (2x the last-level cache, at most 1G) writing every "
+		   "STRIDE bytes, per CPU",
 	.parse = stride_parse,
 	.worker = stride_worker,
 	.params_json = stride_json,
+	.report_json = stride_report,
 	.work_unit = "strided write",
 	.per_cpu = 1,
 };

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <malloc.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -15,6 +14,7 @@
 #include "lib/opts.h"
 #include "lib/runner.h"
 #include "lib/sampler.h"
+#include "lib/splitmix.h"
 #include "lib/timeutil.h"
 #include "probe.h"
 
@@ -32,8 +32,8 @@
 
 enum alloc_pattern { PAT_PAIRS, PAT_BATCH, PAT_RANDOM, PAT_COUNT };
 
-static const char *const pattern_names[PAT_COUNT] = {
-	[PAT_PAIRS] = "pairs", [PAT_BATCH] = "batch", [PAT_RANDOM] = "random",
+static const char *const pattern_names[PAT_COUNT + 1] = {
+	[PAT_PAIRS] = "pairs", [PAT_BATCH] = "batch", [PAT_RANDOM] = "random", [PAT_COUNT] = NULL,
 };
 
 /* The real-time allocator settings of --tuned, in the order they are applied. */
@@ -49,7 +49,7 @@ static const struct {
 
 struct alloc_params {
 	const char *sizes_arg;   /* as given (points into argv), or the default */
-	const char *pattern_arg;
+	int pattern;             /* enum alloc_pattern (a choice option) */
 	int64_t batch;           /* batch: blocks per batch; random: blocks held at once */
 	bool batch_set;
 	bool tuned;
@@ -58,7 +58,6 @@ struct alloc_params {
 	/* Resolved by check(). */
 	int64_t size[ALLOC_MAX_SIZES]; /* bytes, in the order given */
 	int nsizes;
-	enum alloc_pattern pattern;
 	int64_t held_bytes;      /* most one thread holds at once, slack included */
 	int64_t prefault_bytes;  /* --tuned: heap grown, touched and kept before measuring */
 };
@@ -91,15 +90,6 @@ struct alloc_thread {
 static inline void escape(void *p)
 {
 	__asm__ volatile("" : : "r"(p) : "memory");
-}
-
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
 }
 
 static struct fault_count faults_now(void)
@@ -441,7 +431,6 @@ static void alloc_defaults(void *p)
 	struct alloc_params *ap = p;
 
 	ap->sizes_arg = ALLOC_DEFAULT_SIZES;
-	ap->pattern_arg = "pairs";
 	ap->batch = ALLOC_DEFAULT_BATCH;
 }
 
@@ -483,21 +472,6 @@ static int parse_sizes(struct alloc_params *ap, char *err, size_t errlen)
 	}
 }
 
-/* A refusal about OPTION (and its VALUE as given): the one line in ERR, -EINVAL. */
-static int __attribute__((format(printf, 6, 7)))
-refuse(struct opt_fault *at, const char *option, const char *value, char *err, size_t errlen,
-       const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	at->option = option;
-	at->value = value;
-	return -EINVAL;
-}
-
 static int alloc_check(void *p, int nthreads, struct opt_fault *at, char *err, size_t errlen)
 {
 	struct alloc_params *ap = p;
@@ -505,34 +479,29 @@ static int alloc_check(void *p, int nthreads, struct opt_fault *at, char *err, s
 	char why[300];
 
 	if (parse_sizes(ap, why, sizeof(why)))
-		return refuse(at, "sizes", ap->sizes_arg, err, errlen, "%s", why);
-	for (ap->pattern = 0; ap->pattern < PAT_COUNT; ap->pattern++)
-		if (!strcmp(pattern_names[ap->pattern], ap->pattern_arg))
-			break;
-	if (ap->pattern == PAT_COUNT)
-		return refuse(at, "pattern", ap->pattern_arg, err, errlen,
-			      "--pattern: unknown \"%s\" (one of %s %s %s)", ap->pattern_arg,
-			      pattern_names[0], pattern_names[1], pattern_names[2]);
+		return opts_refusef(at, "sizes", ap->sizes_arg, err, errlen, "%s", why);
 	if (ap->batch_set && ap->pattern == PAT_PAIRS)
-		return refuse(at, "batch", NULL, err, errlen,
-			      "--batch applies to --pattern batch and random only");
+		return opts_refusef(at, "batch", NULL, err, errlen,
+				    "--batch applies to --pattern batch and random only");
 	if (ap->seed_set && ap->pattern != PAT_RANDOM)
-		return refuse(at, "seed", NULL, err, errlen, "--seed applies to --pattern random only");
+		return opts_refusef(at, "seed", NULL, err, errlen,
+				    "--seed applies to --pattern random only");
 	for (int k = 0; k < ap->nsizes; k++)
 		largest = ap->size[k] > largest ? ap->size[k] : largest;
 	blocks = ap->pattern == PAT_PAIRS ? 1 : ap->batch;
 	ap->held_bytes = blocks * (largest + ALLOC_BLOCK_SLACK);
 	if (ap->held_bytes > ALLOC_HELD_MAX)
-		return refuse(at, "batch", NULL, err, errlen,
-			      "--batch: %lld blocks of %lld bytes exceed %lld MiB held at once",
-			      (long long)blocks, (long long)largest, (long long)(ALLOC_HELD_MAX / MIB));
+		return opts_refusef(at, "batch", NULL, err, errlen,
+				    "--batch: %lld blocks of %lld bytes exceed %lld MiB held at once",
+				    (long long)blocks, (long long)largest,
+				    (long long)(ALLOC_HELD_MAX / MIB));
 	/* One spare share: threads in one arena fragment it (blocks stranded between others). */
 	ap->prefault_bytes = (int64_t)(nthreads > 0 ? nthreads + 1 : 2) * ap->held_bytes;
 	if (ap->tuned && ap->prefault_bytes > ALLOC_PREFAULT_MAX)
-		return refuse(at, "tuned", NULL, err, errlen,
-			      "--tuned: a heap of %lld MiB to prefault for %d threads exceeds %lld MiB",
-			      (long long)(ap->prefault_bytes / MIB), nthreads,
-			      (long long)(ALLOC_PREFAULT_MAX / MIB));
+		return opts_refusef(at, "tuned", NULL, err, errlen,
+				    "--tuned: a heap of %lld MiB to prefault for %d threads exceeds "
+				    "%lld MiB", (long long)(ap->prefault_bytes / MIB), nthreads,
+				    (long long)(ALLOC_PREFAULT_MAX / MIB));
 	if (ap->pattern == PAT_RANDOM && !ap->seed_set) {
 		struct timespec ts;
 
@@ -556,8 +525,8 @@ static const struct opt_desc alloc_opts[] = {
 		 "block sizes, comma-separated, bytes or K/M units, 1 to 256M, at most 16 "
 		 "(default " ALLOC_DEFAULT_SIZES ")",
 		 offsetof(struct alloc_params, sizes_arg), OPT_NO_SET),
-	OPT_DESC("pattern", OPT_STRING, 0, 0, "P", "pairs | batch | random (default pairs)",
-		 offsetof(struct alloc_params, pattern_arg), OPT_NO_SET),
+	OPT_CHOICE_DESC("pattern", pattern_names, PAT_PAIRS, "P", "the calls of a cycle, see above",
+			offsetof(struct alloc_params, pattern), OPT_NO_SET),
 	OPT_DESC("batch", OPT_INT, 1, ALLOC_MAX_BATCH, "N",
 		 "batch: blocks per batch; random: blocks held at once (default 8)",
 		 offsetof(struct alloc_params, batch), offsetof(struct alloc_params, batch_set)),

@@ -57,7 +57,6 @@ static void noise_defaults(void *p)
 	np->rt_known = false;
 	np->rt_runtime_us = -1;
 	np->rt_period_us = 0;
-	np->tracer.name = "user";
 }
 
 /* A whole number from a one-line /proc file; 0 or -errno. */
@@ -112,12 +111,9 @@ static int noise_check_common(void *p, const struct common_params *c, struct opt
 {
 	struct noise_params *np = p;
 
-	if (strcmp(np->tracer.name, "user") && np->threshold_set) {
-		snprintf(err, errlen, "--threshold: the osnoise tracer's is the kernel's "
-			 "tracing_thresh (5us when 0)");
-		at->option = "threshold";
-		return -EINVAL;
-	}
+	if (np->tracer.choice != KTRACER_USER && np->threshold_set)
+		return opts_refusef(at, "threshold", NULL, err, errlen, "--threshold: the osnoise "
+				    "tracer's is the kernel's tracing_thresh (5us when 0)");
 	return ktracer_opt_check(&np->tracer, KTRACER_OSNOISE, OSNOISE_PERIOD_NS, c, at, err,
 				 errlen);
 }
@@ -271,10 +267,10 @@ static const struct opt_desc noise_opts[] = {
 		 "(default 1us)",
 		 offsetof(struct noise_params, threshold_ns),
 		 offsetof(struct noise_params, threshold_set)),
-	OPT_DESC("tracer", OPT_STRING, 0, 0, "T",
-		 "what measures: user (this probe's threads, default) or osnoise (the kernel's "
-		 "tracer, one per --cpus CPU)",
-		 offsetof(struct noise_params, tracer.name), OPT_NO_SET),
+	OPT_CHOICE_DESC("tracer", ktracer_osnoise_words, KTRACER_USER, "T",
+			"what measures: user (this probe's threads) or osnoise (the kernel's "
+			"tracer, one per --cpus CPU)",
+			offsetof(struct noise_params, tracer.choice), OPT_NO_SET),
 	OPT_END,
 };
 

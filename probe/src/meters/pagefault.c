@@ -20,6 +20,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "lib/fail.h"
 #include "lib/jsonw.h"
 #include "lib/opts.h"
 #include "lib/runner.h"
@@ -44,20 +45,18 @@ enum pf_region { PF_STATIC, PF_STACK, PF_HEAP, PF_MMAP, PF_FILE, PF_NREGIONS };
 #define PF_MLOCK 1
 #define PF_PREFAULT 2
 
-static const char *const region_names[PF_NREGIONS] = { "static", "stack", "heap", "mmap",
-							 "file" };
-static const char *const protect_names[] = { "none", "mlock", "prefault", "mlock+prefault" };
-#define PF_NPROTECT (sizeof(protect_names) / sizeof(protect_names[0]))
+static const char *const region_names[PF_NREGIONS + 1] = { "static", "stack", "heap", "mmap",
+							     "file", NULL };
+/* In flag order: the index of a word is its set of PF_MLOCK and PF_PREFAULT. */
+static const char *const protect_names[] = { "none", "mlock", "prefault", "mlock+prefault", NULL };
 
 struct pagefault_params {
-	const char *region_arg;  /* as given (points into argv) */
-	const char *protect_arg;
+	int region;              /* enum pf_region (a choice option) */
+	int protect;             /* PF_MLOCK | PF_PREFAULT (a choice option) */
 	const char *size_arg;    /* NULL: PF_DEFAULT_SIZE */
 	const char *dir_arg;     /* NULL: $TMPDIR, else /tmp */
 	int64_t interval_ns;     /* between touches; 0: back to back */
 	/* Resolved by check(). */
-	enum pf_region region;
-	int protect;             /* PF_MLOCK | PF_PREFAULT */
 	size_t size;             /* bytes per thread, whole pages */
 	size_t page_size;        /* bytes */
 	const char *dir;         /* file: where the file is made; NULL otherwise */
@@ -84,32 +83,21 @@ struct pf_thread {
 };
 
 /*
- * The static region's array. Its pages are unmapped before main and a static
- * run maps its thread's slice again, anonymous and private at the same
- * addresses, as the ELF loader maps .bss: mapped all the time, it would be
- * populated by every meter's mlockall(MCL_CURRENT) and count against every
+ * The static region's array, the meter's image_array: every run unmaps its pages before
+ * it locks memory (meters_release_image), and a static run maps its thread's slice again,
+ * anonymous and private at the same addresses, as the ELF loader maps .bss. Mapped, it
+ * would be populated by every meter's mlockall(MCL_CURRENT) and count against every
  * unprivileged user's RLIMIT_MEMLOCK (which counts PROT_NONE mappings too).
  */
 static char pf_static[PF_STATIC_MAX + PF_STATIC_SLACK];
 
-/* The array's page-aligned part; its length (bytes) in *LEN. */
+/* The array's page-aligned part, at most PF_STATIC_MAX; its length (bytes) in *LEN. */
 static char *static_area(size_t ps, size_t *len)
 {
-	uintptr_t lo = ((uintptr_t)pf_static + ps - 1) & ~(uintptr_t)(ps - 1);
-	uintptr_t hi = ((uintptr_t)pf_static + sizeof(pf_static)) & ~(uintptr_t)(ps - 1);
-	size_t n = hi > lo ? hi - lo : 0;
+	char *lo = meter_image_pages(pf_static, sizeof(pf_static), ps, len);
 
-	*len = n < PF_STATIC_MAX ? n : PF_STATIC_MAX;
-	return (char *)lo;
-}
-
-__attribute__((constructor)) static void pf_static_release(void)
-{
-	size_t len;
-	char *area = static_area((size_t)sysconf(_SC_PAGESIZE), &len);
-
-	if (len)
-		(void)munmap(area, len); /* if it stays, the slice's MAP_FIXED_NOREPLACE says so */
+	*len = *len < PF_STATIC_MAX ? *len : PF_STATIC_MAX;
+	return lo;
 }
 
 static void pagefault_defaults(void *p)
@@ -117,8 +105,6 @@ static void pagefault_defaults(void *p)
 	struct pagefault_params *pp = p;
 
 	memset(pp, 0, sizeof(*pp));
-	pp->region_arg = "mmap";
-	pp->protect_arg = "none";
 }
 
 static int64_t pagefault_period(const void *p, int index)
@@ -127,32 +113,6 @@ static int64_t pagefault_period(const void *p, int index)
 
 	(void)index;
 	return pp->interval_ns ? pp->interval_ns : PF_NOMINAL_PERIOD_NS;
-}
-
-/* Index of NAME in NAMES, or -EINVAL with "--OPT: unknown "NAME" (one of ...)". */
-static int pick(const char *opt, const char *name, const char *const *names, size_t n,
-		struct opt_fault *at, char *err, size_t errlen)
-{
-	size_t len;
-
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(names[i], name))
-			return (int)i;
-	len = (size_t)snprintf(err, errlen, "--%s: unknown \"%s\" (one of", opt, name);
-	for (size_t i = 0; i < n && len < errlen; i++)
-		len += (size_t)snprintf(err + len, errlen - len, " %s", names[i]);
-	if (len < errlen)
-		snprintf(err + len, errlen - len, ")");
-	at->option = opt;
-	at->value = name;
-	return -EINVAL;
-}
-
-static int bad_size(struct opt_fault *at, const char *value)
-{
-	at->option = "size";
-	at->value = value;
-	return -EINVAL;
 }
 
 /* "64M" or "2 threads x 64M": what --size asks for in all. */
@@ -173,29 +133,21 @@ static int check_size(struct pagefault_params *pp, int nthreads, struct opt_faul
 	size_t cap, ps = pp->page_size;
 	char why[160], ask[64];
 
-	if (pp->size_arg && parse_size_bytes(pp->size_arg, &v, why, sizeof(why))) {
-		snprintf(err, errlen, "--size: %s", why);
-		return bad_size(at, arg);
-	}
-	if (v < (int64_t)ps || v % (int64_t)ps) {
-		snprintf(err, errlen, "--size: \"%s\" is not a whole number of %zu-byte pages (at least one)",
-			 arg, ps);
-		return bad_size(at, arg);
-	}
+	if (pp->size_arg && parse_size_bytes(pp->size_arg, &v, why, sizeof(why)))
+		return opts_refusef(at, "size", arg, err, errlen, "--size: %s", why);
+	if (v < (int64_t)ps || v % (int64_t)ps)
+		return opts_refusef(at, "size", arg, err, errlen, "--size: \"%s\" is not a whole "
+				    "number of %zu-byte pages (at least one)", arg, ps);
 	size_ask(ask, sizeof(ask), nthreads, arg);
 	if (pp->region == PF_STATIC) {
 		(void)static_area(ps, &cap);
-		if ((uint64_t)v > cap / (size_t)nthreads) {
-			snprintf(err, errlen, "--size: %s exceeds the static array (%zu MiB for all threads)",
-				 ask, cap >> 20);
-			return bad_size(at, arg);
-		}
+		if ((uint64_t)v > cap / (size_t)nthreads)
+			return opts_refusef(at, "size", arg, err, errlen, "--size: %s exceeds the "
+					    "static array (%zu MiB for all threads)", ask, cap >> 20);
 	}
-	if (phys > 0 && (uint64_t)v > (uint64_t)phys * ps / (uint64_t)nthreads) {
-		snprintf(err, errlen, "--size: %s exceeds this machine's memory (%llu MiB)", ask,
-			 ((unsigned long long)phys * ps) >> 20);
-		return bad_size(at, arg);
-	}
+	if (phys > 0 && (uint64_t)v > (uint64_t)phys * ps / (uint64_t)nthreads)
+		return opts_refusef(at, "size", arg, err, errlen, "--size: %s exceeds this machine's "
+				    "memory (%llu MiB)", ask, ((unsigned long long)phys * ps) >> 20);
 	pp->size = (size_t)v;
 	return 0;
 }
@@ -209,19 +161,14 @@ static int check_dir(struct pagefault_params *pp, struct opt_fault *at, char *er
 		pp->dir = NULL;
 		if (!pp->dir_arg)
 			return 0;
-		snprintf(err, errlen, "--dir applies to --region file only");
-		at->option = "dir";
-		at->value = pp->dir_arg;
-		return -EINVAL;
+		return opts_refusef(at, "dir", pp->dir_arg, err, errlen,
+				    "--dir applies to --region file only");
 	}
 	pp->dir = pp->dir_arg ? pp->dir_arg : (tmp && *tmp ? tmp : "/tmp");
-	if (stat(pp->dir, &st) || !S_ISDIR(st.st_mode) || access(pp->dir, W_OK | X_OK)) {
-		snprintf(err, errlen, "--dir: \"%.300s\" is not a writable directory%s", pp->dir,
-			 pp->dir_arg ? "" : " (the default: $TMPDIR, else /tmp)");
-		at->option = "dir";
-		at->value = pp->dir_arg;
-		return -EINVAL;
-	}
+	if (stat(pp->dir, &st) || !S_ISDIR(st.st_mode) || access(pp->dir, W_OK | X_OK))
+		return opts_refusef(at, "dir", pp->dir_arg, err, errlen,
+				    "--dir: \"%.300s\" is not a writable directory%s", pp->dir,
+				    pp->dir_arg ? "" : " (the default: $TMPDIR, else /tmp)");
 	return 0;
 }
 
@@ -230,25 +177,10 @@ static int pagefault_check(void *p, int nthreads, struct opt_fault *at, char *er
 	struct pagefault_params *pp = p;
 	int i;
 
-	if ((i = pick("region", pp->region_arg, region_names, PF_NREGIONS, at, err, errlen)) < 0)
-		return i;
-	pp->region = (enum pf_region)i;
-	if ((i = pick("protect", pp->protect_arg, protect_names, PF_NPROTECT, at, err, errlen)) < 0)
-		return i;
-	pp->protect = i; /* the names are in flag order */
 	pp->page_size = (size_t)sysconf(_SC_PAGESIZE);
 	if ((i = check_size(pp, nthreads > 0 ? nthreads : 1, at, err, errlen)))
 		return i;
 	return check_dir(pp, at, err, errlen);
-}
-
-/* -errno after a failed call, with "WHAT (reason)" in ERR. */
-static int fail_errno(char *err, size_t errlen, const char *what)
-{
-	int rc = -errno;
-
-	snprintf(err, errlen, "%s (%s)", what, strerror(errno));
-	return rc;
 }
 
 /* An unnamed file in DIR: nothing is left there however the run ends. -1 with errno. */
@@ -274,13 +206,10 @@ static int file_open(const char *dir)
 static int region_file(struct pf_thread *s, const char *dir, char *err, size_t errlen)
 {
 	struct statvfs vfs;
-	char what[400];
 	int rc, fd = file_open(dir);
 
-	if (fd < 0) {
-		snprintf(what, sizeof(what), "--dir: cannot create a file in \"%.300s\"", dir);
-		return fail_errno(err, errlen, what);
-	}
+	if (fd < 0)
+		return fail_errno(err, errlen, "--dir: cannot create a file in \"%.300s\"", dir);
 	/* A write fault that finds no space raises SIGBUS: refuse now rather than die then. */
 	if (!fstatvfs(fd, &vfs) && (uint64_t)vfs.f_bavail * vfs.f_frsize < s->size) {
 		snprintf(err, errlen, "--dir: \"%.300s\" has %llu bytes free, the region needs %zu", dir,
@@ -459,7 +388,6 @@ static void touch_pass(struct pf_thread *s)
 	const ptrdiff_t step = s->downward ? -(ptrdiff_t)s->page_size : (ptrdiff_t)s->page_size;
 	volatile char *page = s->downward ? s->base + s->size - s->page_size : s->base;
 	struct rusage ru0, ru1;
-	struct timespec ts;
 	int64_t target, t0, t1;
 
 	(void)getrusage(RUSAGE_THREAD, &ru0);
@@ -467,9 +395,7 @@ static void touch_pass(struct pf_thread *s)
 	for (uint64_t i = 0; i < s->pages; i++) {
 		if (interval && i) {
 			target += interval;
-			ts = ns_to_ts(target);
-			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-				;
+			sleep_until_ns(target);
 		}
 		t0 = mono_now_ns();
 		*page = (char)i;
@@ -543,12 +469,10 @@ static void pagefault_params_json(struct jw *w, const void *p)
 }
 
 static const struct opt_desc pagefault_opts[] = {
-	OPT_DESC("region", OPT_STRING, 0, 0, "R",
-		 "static | stack | heap | mmap | file: the memory touched (default mmap)",
-		 offsetof(struct pagefault_params, region_arg), OPT_NO_SET),
-	OPT_DESC("protect", OPT_STRING, 0, 0, "P",
-		 "none | mlock | prefault | mlock+prefault: applied before measuring (default none)",
-		 offsetof(struct pagefault_params, protect_arg), OPT_NO_SET),
+	OPT_CHOICE_DESC("region", region_names, PF_MMAP, "R", "the memory touched",
+			offsetof(struct pagefault_params, region), OPT_NO_SET),
+	OPT_CHOICE_DESC("protect", protect_names, 0, "P", "applied before measuring",
+			offsetof(struct pagefault_params, protect), OPT_NO_SET),
 	OPT_DESC("size", OPT_STRING, 0, 0, "SIZE",
 		 "bytes per thread, whole pages, e.g. 4M, 1G (default 64M; static: 64M in all)",
 		 offsetof(struct pagefault_params, size_arg), OPT_NO_SET),
@@ -596,4 +520,6 @@ const struct meter meter_pagefault = {
 	.thread_setup = pagefault_thread_setup,
 	.thread_teardown = pagefault_thread_teardown,
 	.thread_json = pagefault_thread_json,
+	.image_array = pf_static,
+	.image_array_bytes = sizeof(pf_static),
 };

@@ -3,22 +3,10 @@
  * by one --mechanism. Each mechanism is one entry of a const table (setup, start,
  * wait, teardown); one loop drives them all and records through sample_record.
  */
-#include <errno.h>
-#include <linux/futex.h>
 #include <math.h>
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/syscall.h>
-#include <sys/time.h>
-#include <sys/timerfd.h>
-#include <time.h>
-#include <unistd.h>
+#include <stdint.h>
 
 #include "lib/jsonw.h"
 #include "lib/opts.h"
@@ -48,14 +36,6 @@ static inline int64_t grid_next(enum grid g, int64_t target, int64_t now, int64_
 		return late >= period ? now + period : target + period;
 	}
 	return target + period;
-}
-
-static int64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts_to_ns(&ts);
 }
 
 static void periodic_loop(struct mthread *t, const void *p, const struct run_ctl *ctl)
@@ -100,7 +80,6 @@ static void periodic_defaults(void *p)
 	struct periodic_params *pp = p;
 
 	pp->interval_ns = NSEC_PER_MSEC;
-	pp->mechanism = "nanosleep-abs";
 }
 
 static int64_t periodic_period(const void *p, int index)
@@ -112,27 +91,11 @@ static int64_t periodic_period(const void *p, int index)
 static int periodic_check(void *p, int nthreads, struct opt_fault *at, char *err, size_t errlen)
 {
 	struct periodic_params *pp = p;
-	size_t len;
 
-	pp->mech = NULL;
-	for (size_t i = 0; i < periodic_nmechanisms; i++)
-		if (!strcmp(periodic_mechanisms[i].name, pp->mechanism))
-			pp->mech = &periodic_mechanisms[i];
-	if (!pp->mech) {
-		len = (size_t)snprintf(err, errlen, "--mechanism: unknown \"%s\" (one of", pp->mechanism);
-		for (size_t i = 0; i < periodic_nmechanisms && len < errlen; i++)
-			len += (size_t)snprintf(err + len, errlen - len, " %s", periodic_mechanisms[i].name);
-		if (len < errlen)
-			snprintf(err + len, errlen - len, ")");
-		at->option = "mechanism";
-		at->value = pp->mechanism;
-		return -EINVAL;
-	}
-	if (pp->runtime_set && !pp->mech->uses_runtime) {
-		snprintf(err, errlen, "--runtime applies to --mechanism deadline only");
-		at->option = "runtime";
-		return -EINVAL;
-	}
+	pp->mech = &periodic_mechanisms[pp->mechanism];
+	if (pp->runtime_set && !pp->mech->uses_runtime)
+		return opts_refusef(at, "runtime", NULL, err, errlen,
+				    "--runtime applies to --mechanism deadline only");
 	return pp->mech->check ? pp->mech->check(pp, nthreads, at, err, errlen) : 0;
 }
 
@@ -159,7 +122,7 @@ static void periodic_thread_json(struct jw *w, const struct mthread *t, const vo
 	const struct periodic_params *pp = p;
 	const struct periodic_state *s = t->mstate;
 
-	jw_kstr(w, "mechanism", pp->mech->name);
+	jw_kstr(w, "mechanism", periodic_mechanism_names[pp->mechanism]);
 	jw_kint(w, "cpu_ns", s->cpu_ns);
 	jw_kdouble(w, "cpu_ns_per_activation",
 		   s->activations ? (double)s->cpu_ns / (double)s->activations : NAN);
@@ -172,7 +135,7 @@ static void periodic_params_json(struct jw *w, const void *p)
 	const struct periodic_params *pp = p;
 
 	jw_kint(w, "interval_ns", pp->interval_ns);
-	jw_kstr(w, "mechanism", pp->mech->name);
+	jw_kstr(w, "mechanism", periodic_mechanism_names[pp->mechanism]);
 	jw_kstr(w, "clock", "CLOCK_MONOTONIC");
 	jw_key(w, "runtime_ns");
 	pp->mech->uses_runtime ? jw_int(w, pp->runtime_ns) : jw_null(w);
@@ -182,9 +145,9 @@ static const struct opt_desc periodic_opts[] = {
 	OPT_DESC("interval", OPT_DURATION, NSEC_PER_USEC, 10 * NSEC_PER_SEC, "DUR",
 		 "activation period of every thread, e.g. 1ms, 200us (default 1ms)",
 		 offsetof(struct periodic_params, interval_ns), OPT_NO_SET),
-	OPT_DESC("mechanism", OPT_STRING, 0, 0, "M",
-		 "what wakes the thread, one of the mechanisms above (default nanosleep-abs)",
-		 offsetof(struct periodic_params, mechanism), OPT_NO_SET),
+	OPT_CHOICE_DESC("mechanism", periodic_mechanism_names, MECH_NANOSLEEP_ABS, "M",
+			"what wakes the thread, see the mechanisms above",
+			offsetof(struct periodic_params, mechanism), OPT_NO_SET),
 	OPT_DESC("runtime", OPT_DURATION, DL_MIN_RUNTIME_NS, 10 * NSEC_PER_SEC, "DUR",
 		 "deadline only: SCHED_DEADLINE runtime per period (default interval/10, >= 1024ns)",
 		 offsetof(struct periodic_params, runtime_ns),

@@ -18,9 +18,23 @@
 
 struct mechanism;
 
+/* --mechanism's words, in the order of periodic_mechanism_names and periodic_mechanisms. */
+enum mech_id {
+	MECH_NANOSLEEP_ABS,
+	MECH_NANOSLEEP_REL,
+	MECH_BUSY_POLL,
+	MECH_SETITIMER,
+	MECH_TIMER_SIGNAL,
+	MECH_TIMER_THREAD,
+	MECH_TIMERFD,
+	MECH_CONDVAR,
+	MECH_DEADLINE,
+	MECH_COUNT
+};
+
 struct periodic_params {
 	int64_t interval_ns;           /* activation period of every thread */
-	const char *mechanism;         /* as given (points into argv) */
+	int mechanism;                 /* enum mech_id (a choice option) */
 	int64_t runtime_ns;            /* deadline: SCHED_DEADLINE runtime per period */
 	bool runtime_set;
 	const struct mechanism *mech;  /* resolved by check() */
@@ -59,7 +73,6 @@ enum grid {
 };
 
 struct mechanism {
-	const char *name;
 	enum grid grid;
 	bool uses_runtime; /* takes --runtime */
 	/* In the main thread after parsing, NTHREADS measuring threads to come (0: not
@@ -78,8 +91,9 @@ struct mechanism {
 };
 
 
-/* The mechanisms, one const entry each (periodic_mech.c). */
-extern const struct mechanism periodic_mechanisms[];
-extern const size_t periodic_nmechanisms;
+/* The mechanisms, one const entry each, and their names (NULL-terminated), by enum mech_id
+ * (periodic_mech.c). */
+extern const struct mechanism periodic_mechanisms[MECH_COUNT];
+extern const char *const periodic_mechanism_names[MECH_COUNT + 1];
 
 #endif

@@ -3,7 +3,6 @@
  * entry of periodic_mechanisms (setup, start, wait, teardown); periodic.c drives them.
  */
 #include <errno.h>
-#include <linux/futex.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -13,12 +12,13 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/fail.h"
+#include "lib/futex.h"
 #include "lib/jsonw.h"
 #include "lib/opts.h"
 #include "lib/policy.h"
@@ -28,6 +28,7 @@
 #include "probe.h"
 
 #include "meters/periodic.h"
+
 /* Block SIGNO in the calling thread, for sigwaitinfo. */
 static void take_signal(struct periodic_state *s, int signo)
 {
@@ -48,21 +49,15 @@ static uint64_t sigwait_wait(struct periodic_state *s, int64_t target)
 
 static uint64_t abs_sleep_wait(struct periodic_state *s, int64_t target)
 {
-	struct timespec ts = ns_to_ts(target);
-
 	(void)s;
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-		;
+	sleep_until_ns(target);
 	return 1;
 }
 
 static uint64_t rel_sleep_wait(struct periodic_state *s, int64_t target)
 {
-	struct timespec ts = ns_to_ts(s->p->interval_ns);
-
 	(void)target;
-	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
-		; /* ts is now what was left */
+	sleep_for_ns(s->p->interval_ns);
 	return 1;
 }
 
@@ -84,15 +79,11 @@ static int setitimer_check(struct periodic_params *p, int nthreads, struct opt_f
 	if (nthreads > 1) {
 		snprintf(err, errlen, "--mechanism setitimer: ITIMER_REAL is per process, so one "
 			 "measuring thread only (not %d)", nthreads);
-		at->option = "mechanism";
-		at->value = p->mechanism;
-		return -EINVAL;
+		return opts_refuse(at, "mechanism", periodic_mechanism_names[p->mechanism]);
 	}
-	if (p->interval_ns % NSEC_PER_USEC) {
-		snprintf(err, errlen, "--interval: setitimer takes whole microseconds");
-		at->option = "interval";
-		return -EINVAL;
-	}
+	if (p->interval_ns % NSEC_PER_USEC)
+		return opts_refusef(at, "interval", NULL, err, errlen,
+				    "--interval: setitimer takes whole microseconds");
 	/* ITIMER_REAL signals the process, delivered to the main thread unless it blocks
 	 * SIGALRM: block it here, before any thread exists, so that every thread inherits
 	 * the mask and only the measuring thread's sigwaitinfo takes it. */
@@ -154,13 +145,8 @@ static int timer_signal_setup(struct periodic_state *s, char *err, size_t errlen
 
 	sev._sigev_un._tid = s->t->tid;
 	take_signal(s, SIGRTMIN);
-	if (timer_create(CLOCK_MONOTONIC, &sev, &s->timer)) {
-		int e = errno;
-
-		snprintf(err, errlen, "--mechanism posix-timer-signal: timer_create failed (%s)",
-			 strerror(e));
-		return -e;
-	}
+	if (timer_create(CLOCK_MONOTONIC, &sev, &s->timer))
+		return fail_errno(err, errlen, "--mechanism posix-timer-signal: timer_create failed");
 	s->timer_made = true;
 	return 0;
 }
@@ -184,11 +170,6 @@ static void timer_teardown(struct periodic_state *s)
 	/* A signal stays blocked: one still queued must not kill the process. */
 }
 
-static long futex(_Atomic uint32_t *word, int op, uint32_t val)
-{
-	return syscall(SYS_futex, (uint32_t *)word, op, val, NULL, NULL, 0);
-}
-
 /* Runs in a thread the C library starts for each expiry. One started before
  * timer_delete may run after teardown: it touches only S, which outlives the run. */
 static void timer_thread_notify(union sigval v)
@@ -196,7 +177,7 @@ static void timer_thread_notify(union sigval v)
 	struct periodic_state *s = v.sival_ptr;
 
 	atomic_fetch_add(&s->fired, 1);
-	(void)futex(&s->fired, FUTEX_WAKE_PRIVATE, 1);
+	(void)futex_wake(&s->fired, 1, false);
 }
 
 static int timer_thread_setup(struct periodic_state *s, char *err, size_t errlen)
@@ -238,7 +219,7 @@ static uint64_t timer_thread_wait(struct periodic_state *s, int64_t target)
 
 	(void)target;
 	while ((fired = atomic_load(&s->fired)) == s->seen)
-		(void)futex(&s->fired, FUTEX_WAIT_PRIVATE, fired);
+		(void)futex_wait(&s->fired, fired, 0, false);
 	/* Every notification so far: the library drops the kernel's overrun count, so
 	 * missed expiries are known from the clock only (GRID_SKIP). */
 	s->seen = fired;
@@ -250,12 +231,8 @@ static uint64_t timer_thread_wait(struct periodic_state *s, int64_t target)
 static int timerfd_setup(struct periodic_state *s, char *err, size_t errlen)
 {
 	s->fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
-	if (s->fd < 0) {
-		int e = errno;
-
-		snprintf(err, errlen, "--mechanism timerfd: timerfd_create failed (%s)", strerror(e));
-		return -e;
-	}
+	if (s->fd < 0)
+		return fail_errno(err, errlen, "--mechanism timerfd: timerfd_create failed");
 	s->fd_open = true;
 	return 0;
 }
@@ -345,10 +322,9 @@ static int deadline_check(struct periodic_params *p, int nthreads, struct opt_fa
 									: DL_MIN_RUNTIME_NS;
 	if (p->runtime_ns <= p->interval_ns)
 		return 0;
-	snprintf(err, errlen, "--runtime: %lldns exceeds the interval %lldns (SCHED_DEADLINE needs "
-		 "runtime <= period)", (long long)p->runtime_ns, (long long)p->interval_ns);
-	at->option = p->runtime_set ? "runtime" : "interval";
-	return -EINVAL;
+	return opts_refusef(at, p->runtime_set ? "runtime" : "interval", NULL, err, errlen,
+			    "--runtime: %lldns exceeds the interval %lldns (SCHED_DEADLINE needs "
+			    "runtime <= period)", (long long)p->runtime_ns, (long long)p->interval_ns);
 }
 
 static int deadline_setup(struct periodic_state *s, char *err, size_t errlen)
@@ -381,22 +357,36 @@ static uint64_t deadline_wait(struct periodic_state *s, int64_t target)
 	return 1;
 }
 
-const struct mechanism periodic_mechanisms[] = {
-	{ .name = "nanosleep-abs", .grid = GRID_SKIP, .wait = abs_sleep_wait },
-	{ .name = "nanosleep-rel", .grid = GRID_RELATIVE, .wait = rel_sleep_wait },
-	{ .name = "busy-poll", .grid = GRID_SKIP, .wait = busy_poll_wait },
-	{ .name = "setitimer", .grid = GRID_SKIP, .check = setitimer_check, .setup = setitimer_setup,
-	  .start = setitimer_start, .wait = sigwait_wait, .teardown = setitimer_teardown },
-	{ .name = "posix-timer-signal", .grid = GRID_COUNTED, .setup = timer_signal_setup,
-	  .start = timer_start, .wait = timer_signal_wait, .teardown = timer_teardown },
-	{ .name = "posix-timer-thread", .grid = GRID_SKIP, .setup = timer_thread_setup,
-	  .start = timer_start, .wait = timer_thread_wait, .teardown = timer_teardown },
-	{ .name = "timerfd", .grid = GRID_COUNTED, .setup = timerfd_setup, .start = timerfd_start,
-	  .wait = timerfd_wait, .teardown = timerfd_teardown },
-	{ .name = "condvar", .grid = GRID_SKIP, .setup = condvar_setup, .wait = condvar_wait,
-	  .teardown = condvar_teardown },
-	{ .name = "deadline", .grid = GRID_INFERRED, .uses_runtime = true, .check = deadline_check,
-	  .setup = deadline_setup, .wait = deadline_wait },
+const struct mechanism periodic_mechanisms[MECH_COUNT] = {
+	[MECH_NANOSLEEP_ABS] = { .grid = GRID_SKIP, .wait = abs_sleep_wait },
+	[MECH_NANOSLEEP_REL] = { .grid = GRID_RELATIVE, .wait = rel_sleep_wait },
+	[MECH_BUSY_POLL] = { .grid = GRID_SKIP, .wait = busy_poll_wait },
+	[MECH_SETITIMER] = { .grid = GRID_SKIP, .check = setitimer_check, .setup = setitimer_setup,
+			     .start = setitimer_start, .wait = sigwait_wait,
+			     .teardown = setitimer_teardown },
+	[MECH_TIMER_SIGNAL] = { .grid = GRID_COUNTED, .setup = timer_signal_setup,
+				.start = timer_start, .wait = timer_signal_wait,
+				.teardown = timer_teardown },
+	[MECH_TIMER_THREAD] = { .grid = GRID_SKIP, .setup = timer_thread_setup,
+				.start = timer_start, .wait = timer_thread_wait,
+				.teardown = timer_teardown },
+	[MECH_TIMERFD] = { .grid = GRID_COUNTED, .setup = timerfd_setup, .start = timerfd_start,
+			   .wait = timerfd_wait, .teardown = timerfd_teardown },
+	[MECH_CONDVAR] = { .grid = GRID_SKIP, .setup = condvar_setup, .wait = condvar_wait,
+			   .teardown = condvar_teardown },
+	[MECH_DEADLINE] = { .grid = GRID_INFERRED, .uses_runtime = true, .check = deadline_check,
+			    .setup = deadline_setup, .wait = deadline_wait },
 };
 
-const size_t periodic_nmechanisms = sizeof(periodic_mechanisms) / sizeof(periodic_mechanisms[0]);
+const char *const periodic_mechanism_names[MECH_COUNT + 1] = {
+	[MECH_NANOSLEEP_ABS] = "nanosleep-abs",
+	[MECH_NANOSLEEP_REL] = "nanosleep-rel",
+	[MECH_BUSY_POLL] = "busy-poll",
+	[MECH_SETITIMER] = "setitimer",
+	[MECH_TIMER_SIGNAL] = "posix-timer-signal",
+	[MECH_TIMER_THREAD] = "posix-timer-thread",
+	[MECH_TIMERFD] = "timerfd",
+	[MECH_CONDVAR] = "condvar",
+	[MECH_DEADLINE] = "deadline",
+	[MECH_COUNT] = NULL,
+};

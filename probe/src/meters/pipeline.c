@@ -6,7 +6,6 @@
  * through a futex) and records read time − write stamp for every record.
  */
 #include <errno.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -16,11 +15,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/futex.h"
 #include "lib/jsonw.h"
 #include "lib/loadrun.h"
 #include "lib/opts.h"
@@ -71,7 +70,7 @@ static void pipeline_thread_teardown(struct mthread *t, const void *pp)
 	if (st->sh) { /* a producer that never went goes now, and quits */
 		atomic_store(&st->sh->quit, 1);
 		atomic_store_explicit(&st->sh->go, 1, memory_order_release);
-		(void)pipe_futex(&st->sh->go, FUTEX_WAKE, 1, 0, p->processes);
+		(void)futex_wake(&st->sh->go, 1, p->processes);
 	}
 	comp_stop(&st->prod); /* a thread sees quit within one record interval */
 	if (st->sh)
@@ -119,7 +118,7 @@ static void wait_bell(struct pipe_state *st)
 	atomic_store(&sh->waiting, 1); /* seq_cst: then the load of head sees a write, or
 					* the producer sees waiting and rings */
 	if (atomic_load(&sh->head) == st->tail && !atomic_load(&sh->done))
-		(void)pipe_futex(&sh->bell, FUTEX_WAIT, b, LOOK_NS, st->p->processes);
+		(void)futex_wait(&sh->bell, b, LOOK_NS, st->p->processes);
 	atomic_store_explicit(&sh->waiting, 0, memory_order_relaxed);
 }
 
@@ -131,7 +130,7 @@ static void wait_done(struct pipe_state *st)
 
 	atomic_store(&sh->quit, 1);
 	while (!atomic_load(&sh->done) && mono_now_ns() < until && !comp_gone(&st->prod))
-		(void)pipe_futex(&sh->bell, FUTEX_WAIT, atomic_load(&sh->bell), 10 * NSEC_PER_MSEC,
+		(void)futex_wait(&sh->bell, atomic_load(&sh->bell), 10 * NSEC_PER_MSEC,
 				 st->p->processes);
 }
 
@@ -142,7 +141,6 @@ static void pipeline_loop(struct mthread *t, const void *pp, const struct run_ct
 	struct pipe_shared *sh = st->sh;
 	const int64_t period = p->period_ns;
 	int64_t target, now, look;
-	struct timespec ts;
 	bool end;
 
 	if (p->processes) {
@@ -154,7 +152,7 @@ static void pipeline_loop(struct mthread *t, const void *pp, const struct run_ct
 	sh->loops = ctl->loops;
 	sh->duration_ns = ctl->duration_ns;
 	atomic_store_explicit(&sh->go, 1, memory_order_release);
-	(void)pipe_futex(&sh->go, FUTEX_WAKE, 1, 0, p->processes);
+	(void)futex_wake(&sh->go, 1, p->processes);
 	target = look = t->start_ns;
 	for (;;) {
 		end = atomic_load_explicit(&sh->done, memory_order_acquire);
@@ -163,9 +161,7 @@ static void pipeline_loop(struct mthread *t, const void *pp, const struct run_ct
 			break;
 		if (p->periodic) {
 			target += period;
-			ts = ns_to_ts(target);
-			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-				;
+			sleep_until_ns(target);
 			now = mono_now_ns();
 			if (now - target >= period) /* missed whole periods: skip past now */
 				target += ((now - target) / period) * period;
@@ -212,12 +208,6 @@ static int64_t pipeline_period(const void *pp, int index)
 	return NSEC_PER_SEC / p->rate_hz;
 }
 
-static int refuse(struct opt_fault *at, const char *option, const char *value)
-{
-	*at = (struct opt_fault){ option, value };
-	return -EINVAL;
-}
-
 static int pipeline_check(void *pp, int nthreads, struct opt_fault *at, char *err, size_t errlen)
 {
 	struct pipeline_params *p = pp;
@@ -232,18 +222,13 @@ static int pipeline_check(void *pp, int nthreads, struct opt_fault *at, char *er
 			: strcmp(s, "aperiodic") != 0) {
 		snprintf(err, errlen, "--consumer: \"%s\" is not periodic:DUR (1us..1s) or aperiodic",
 			 s);
-		return refuse(at, "consumer", s);
+		return opts_refuse(at, "consumer", s);
 	}
 	if (p->ring * p->record_size > RING_BYTES_MAX) {
 		snprintf(p->fault, sizeof(p->fault), "%lld", (long long)p->ring);
 		snprintf(err, errlen, "--ring: %lld records of %lld bytes exceed 256 MiB",
 			 (long long)p->ring, (long long)p->record_size);
-		return refuse(at, "ring", p->fault);
-	}
-	if (p->prod_cpu_set && p->prod_cpus.n != 1) {
-		cpulist_format(&p->prod_cpus, p->fault, sizeof(p->fault));
-		snprintf(err, errlen, "--producer-cpu: \"%s\" is not one CPU", p->fault);
-		return refuse(at, "producer-cpu", p->fault);
+		return opts_refuse(at, "ring", p->fault);
 	}
 	p->prod_cpu = p->prod_cpu_set ? p->prod_cpus.cpu[0] : -1;
 	return 0;
@@ -304,7 +289,7 @@ static const struct opt_desc pipeline_opts[] = {
 	OPT_DESC("processes", OPT_FLAG, 0, 0, NULL,
 		 "producer and consumer in two processes (the producer is forked; default: threads)",
 		 PP(processes), OPT_NO_SET),
-	OPT_DESC("producer-cpu", OPT_CPULIST, 0, 0, "CPU",
+	OPT_DESC("producer-cpu", OPT_CPULIST, 0, 1, "CPU",
 		 "pin every producer to CPU (default: the consumer's CPU, unpinned if it is)",
 		 PP(prod_cpus), PP(prod_cpu_set)),
 	OPT_END,

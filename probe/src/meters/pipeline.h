@@ -73,7 +73,6 @@ struct pipe_state {
 
 
 /* The producer (pipeline_prod.c). */
-long pipe_futex(_Atomic uint32_t *w, int op, uint32_t val, int64_t rel_ns, bool pshared);
 void ring_bell(struct pipe_shared *sh, bool pshared);
 /* The producer's body, as a companion thread or process (arg: the pipe_state). */
 void producer_run(void *arg);

@@ -1,6 +1,5 @@
 /* pipeline's producer: a thread, or a process of its own with --processes. */
 #include <errno.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -10,11 +9,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/futex.h"
 #include "lib/jsonw.h"
 #include "lib/loadrun.h"
 #include "lib/opts.h"
@@ -25,18 +24,10 @@
 
 #include "meters/pipeline.h"
 
-long pipe_futex(_Atomic uint32_t *w, int op, uint32_t val, int64_t rel_ns, bool pshared)
-{
-	struct timespec ts = ns_to_ts(rel_ns);
-
-	return syscall(SYS_futex, (void *)w, pshared ? op : op | FUTEX_PRIVATE_FLAG, val,
-		       rel_ns ? &ts : NULL, NULL, 0);
-}
-
 void ring_bell(struct pipe_shared *sh, bool pshared)
 {
 	atomic_fetch_add(&sh->bell, 1);
-	(void)pipe_futex(&sh->bell, FUTEX_WAKE, 1, 0, pshared);
+	(void)futex_wake(&sh->bell, 1, pshared);
 }
 
 /* When record K (0-based) is due after the start: (K + 1) / rate s, without overflow. */
@@ -56,16 +47,13 @@ static void produce(struct pipe_shared *sh, const struct pipeline_params *p)
 	const size_t rs = (size_t)p->record_size;
 	const int64_t start = sh->start_ns, iv = NSEC_PER_SEC / p->rate_hz;
 	uint64_t head = 0, dropped = 0, late = 0, max_fill = 0, fill;
-	struct timespec ts;
 	int64_t due, now;
 
 	for (uint64_t k = 0; !loops || k < loops; k++) {
 		due = due_ns(k, p->rate_hz);
 		if (sh->duration_ns && due >= sh->duration_ns)
 			break;
-		ts = ns_to_ts(start + due);
-		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-			;
+		sleep_until_ns(start + due);
 		if (LD(sh, quit))
 			break;
 		now = mono_now_ns();
@@ -100,7 +88,7 @@ void producer_run(void *arg)
 	if (comp_setup(&st->prod, &sh->rep))
 		return;
 	while (!atomic_load_explicit(&sh->go, memory_order_acquire))
-		(void)pipe_futex(&sh->go, FUTEX_WAIT, 0, 0, st->p->processes);
+		(void)futex_wait(&sh->go, 0, 0, st->p->processes);
 	if (!LD(sh, quit))
 		produce(sh, st->p);
 	atomic_store(&sh->done, 1);

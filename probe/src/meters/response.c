@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <linux/futex.h>
 #include <linux/gpio.h>
 #include <mqueue.h>
 #include <poll.h>
@@ -28,11 +27,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/futex.h"
 #include "lib/jsonw.h"
 #include "lib/loadrun.h"
 #include "lib/opts.h"
 #include "lib/runner.h"
 #include "lib/sampler.h"
+#include "lib/splitmix.h"
 #include "lib/timeutil.h"
 #include "probe.h"
 
@@ -83,7 +84,7 @@ static void response_thread_teardown(struct mthread *t, const void *pp)
 	(void)pp;
 	if (st->sh) {
 		atomic_store(&st->sh->phase, PHASE_QUIT);
-		(void)resp_futex(&st->sh->phase, FUTEX_WAKE, 1, true);
+		(void)futex_wake(&st->sh->phase, 1, true);
 	}
 	comp_stop(&st->stim);
 	if (st->chan_open)
@@ -120,7 +121,7 @@ static void phase_start(struct resp_state *st, int64_t start, int64_t lo, int64_
 	SH_SET(sh, overruns, 0);
 	SH_SET(sh, drawn_ns, 0);
 	atomic_fetch_add_explicit(&sh->phase, 1, memory_order_release);
-	(void)resp_futex(&sh->phase, FUTEX_WAKE, 1, true);
+	(void)futex_wake(&sh->phase, 1, true);
 }
 
 /* Take events until the stimulus ends the phase (true) or the run stops (false). With T,
@@ -241,7 +242,6 @@ static void response_defaults(void *pp)
 {
 	struct response_params *p = pp;
 
-	p->transport_name = "pipe";
 	p->interval_text = "1ms";
 	p->stim_cpu = -1;
 }
@@ -252,13 +252,6 @@ static int64_t response_period(const void *pp, int index)
 
 	(void)index;
 	return (p->iv_min_ns + p->iv_max_ns) / 2;
-}
-
-static int refuse(struct opt_fault *at, const char *option, const char *value)
-{
-	at->option = option;
-	at->value = value;
-	return -EINVAL;
 }
 
 static int parse_one_interval(const char *s, const char *whole, int64_t *out, char *err,
@@ -342,42 +335,28 @@ static int response_check(void *pp, int nthreads, struct opt_fault *at, char *er
 	int rc;
 
 	(void)nthreads;
-	p->transport = -1;
-	for (int i = 0; i < response_ntransports; i++)
-		if (!strcmp(response_transports[i].name, p->transport_name))
-			p->transport = i;
-	if (p->transport < 0) {
-		snprintf(err, errlen, "--transport: \"%s\" is not one of pipe, eventfd, futex, "
-			 "condvar, signal, mq, unix, semaphore, gpio", p->transport_name);
-		return refuse(at, "transport", p->transport_name);
-	}
 	if (parse_interval(p, err, errlen))
-		return refuse(at, "interval", p->interval_text);
+		return opts_refuse(at, "interval", p->interval_text);
 	if (p->find_max_rate && p->iv_min_ns != p->iv_max_ns) {
 		snprintf(err, errlen, "--find-max-rate needs a fixed --interval, not MIN..MAX");
-		return refuse(at, "interval", p->interval_text);
-	}
-	if (p->stim_cpu_set && p->stim_cpus.n != 1) {
-		cpulist_format(&p->stim_cpus, p->fault, sizeof(p->fault));
-		snprintf(err, errlen, "--stimulus-cpu: \"%s\" is not one CPU", p->fault);
-		return refuse(at, "stimulus-cpu", p->fault);
+		return opts_refuse(at, "interval", p->interval_text);
 	}
 	p->stim_cpu = p->stim_cpu_set ? p->stim_cpus.cpu[0] : -1;
 	if (!p->seed_set) /* recorded in the document, so that the run can be repeated */
 		p->seed = (int64_t)(splitmix64(&(uint64_t){ (uint64_t)mono_now_ns() ^
 							    ((uint64_t)getpid() << 32) }) >> 32);
-	if (strcmp(p->transport_name, "gpio")) {
+	if (p->transport != TP_GPIO) {
 		if (!p->gpio_text)
 			return 0;
 		snprintf(err, errlen, "--gpio is for --transport gpio only");
-		return refuse(at, "gpio", p->gpio_text);
+		return opts_refuse(at, "gpio", p->gpio_text);
 	}
 	if (!p->gpio_text) {
 		snprintf(err, errlen, "--transport gpio needs --gpio CHIP:OUT,IN");
-		return refuse(at, "gpio", NULL);
+		return opts_refuse(at, "gpio", NULL);
 	}
 	if ((rc = parse_gpio(p, err, errlen)))
-		(void)refuse(at, "gpio", p->gpio_text);
+		(void)opts_refuse(at, "gpio", p->gpio_text);
 	return rc;
 }
 
@@ -388,7 +367,7 @@ static void response_params_json(struct jw *w, const void *pp)
 	const struct response_params *p = pp;
 	char pol[96];
 
-	jw_kstr(w, "transport", p->transport_name);
+	jw_kstr(w, "transport", response_transport_names[p->transport]);
 	if (p->iv_min_ns == p->iv_max_ns) {
 		jw_kint(w, "interval_ns", p->iv_min_ns);
 	} else {
@@ -406,7 +385,7 @@ static void response_params_json(struct jw *w, const void *pp)
 	jw_kbool(w, "find_max_rate", p->find_max_rate);
 	jw_kstr(w, "clock", "CLOCK_MONOTONIC");
 	jw_key(w, "gpio");
-	if (p->transport < 0 || strcmp(response_transports[p->transport].name, "gpio")) {
+	if (p->transport != TP_GPIO) {
 		jw_null(w);
 		return;
 	}
@@ -455,7 +434,7 @@ static void response_thread_json(struct jw *w, const struct mthread *t, const vo
 	const struct response_params *p = pp;
 	const struct resp_state *st = t->mstate;
 
-	jw_kstr(w, "transport", p->transport_name);
+	jw_kstr(w, "transport", response_transport_names[p->transport]);
 	jw_kuint(w, "lost", st->lost);
 	jw_kuint(w, "events", st->events);
 	jw_key(w, "interval_ns");
@@ -469,7 +448,7 @@ static void response_thread_json(struct jw *w, const struct mthread *t, const vo
 	jw_kbool(w, "process", p->handler_process);
 	comp_json(w, &st->stim, &st->stim_seen);
 	jw_obj_end(w);
-	if (st->tp && !strcmp(st->tp->name, "gpio")) {
+	if (st->tp && p->transport == TP_GPIO) {
 		jw_key(w, "gpio_events");
 		jw_obj_begin(w);
 		jw_kstr(w, "clock", "CLOCK_MONOTONIC");
@@ -503,16 +482,16 @@ static void response_doc_json(struct jw *w, const void *pp, const struct mthread
 #define RP(f) offsetof(struct response_params, f)
 
 static const struct opt_desc response_opts[] = {
-	OPT_DESC("transport", OPT_STRING, 0, 0, "NAME",
-		 "pipe, eventfd, futex, condvar, signal, mq, unix, semaphore or gpio (default pipe)",
-		 RP(transport_name), OPT_NO_SET),
+	OPT_CHOICE_DESC("transport", response_transport_names, TP_PIPE, "NAME",
+			"what carries the event from the stimulus to the handler", RP(transport),
+			OPT_NO_SET),
 	OPT_DESC("interval", OPT_STRING, 0, 0, "DUR|MIN..MAX",
 		 "between events, 1us..1s; MIN..MAX: uniformly random (default 1ms)",
 		 RP(interval_text), OPT_NO_SET),
 	OPT_DESC("seed", OPT_INT, 0, UINT32_MAX, "N",
 		 "seed of the random intervals (default: from the clock, recorded)", RP(seed),
 		 RP(seed_set)),
-	OPT_DESC("stimulus-cpu", OPT_CPULIST, 0, 0, "CPU",
+	OPT_DESC("stimulus-cpu", OPT_CPULIST, 0, 1, "CPU",
 		 "pin every stimulus to CPU (default: the handler's CPU, unpinned if it is)",
 		 RP(stim_cpus), RP(stim_cpu_set)),
 	OPT_DESC("stimulus-policy", OPT_POLICY, 0, 0, "POLICY",

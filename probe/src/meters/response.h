@@ -24,8 +24,22 @@
 #define MAX_STEPS 24
 #define DRAIN_NS NSEC_PER_SEC       /* for the handler to take the last event */
 
+/* --transport's words, in the order of response_transport_names and response_transports. */
+enum resp_transport {
+	TP_PIPE,
+	TP_EVENTFD,
+	TP_FUTEX,
+	TP_CONDVAR,
+	TP_SIGNAL,
+	TP_MQ,
+	TP_UNIX,
+	TP_SEMAPHORE,
+	TP_GPIO,
+	TP_COUNT
+};
+
 struct response_params {
-	const char *transport_name;
+	int transport;                 /* enum resp_transport (a choice option) */
 	const char *interval_text;
 	int64_t seed;
 	bool seed_set;
@@ -37,12 +51,10 @@ struct response_params {
 	bool find_max_rate;
 	const char *gpio_text;
 	/* Derived by check(). */
-	int transport;                 /* index in transports[] */
 	int64_t iv_min_ns, iv_max_ns;  /* equal: a fixed interval */
 	int stim_cpu;                  /* -1: where the handler is */
 	char gpio_chip[128];           /* device path */
 	uint32_t gpio_out, gpio_in;    /* line offsets */
-	char fault[48];                /* a refused value argv does not hold as such */
 };
 
 /* MAP_SHARED: the same for a stimulus thread and a stimulus process. */
@@ -81,7 +93,6 @@ struct resp_chan {
 
 /* A transport: the stimulus fires, the handler waits; a table entry each. */
 struct transport {
-	const char *name;
 	int (*setup)(struct resp_chan *c, char *err, size_t errlen); /* NULL: nothing to set up */
 	int (*fire)(struct resp_chan *c);
 	/* Block until an event (or a spurious wake: the caller checks gen). 0 or -errno. */
@@ -135,17 +146,13 @@ struct resp_state {
 #define SH_GET(sh, f) atomic_load_explicit(&(sh)->f, memory_order_relaxed)
 #define SH_SET(sh, f, v) atomic_store_explicit(&(sh)->f, (v), memory_order_relaxed)
 
-/* The transports, one const entry each (response_chan.c). */
-extern const struct transport response_transports[];
-extern const int response_ntransports;
+/* The transports, one const entry each, and their names (NULL-terminated), by enum
+ * resp_transport (response_chan.c). */
+extern const struct transport response_transports[TP_COUNT];
+extern const char *const response_transport_names[TP_COUNT + 1];
 void chan_close(struct resp_chan *c);
-int fail_errno(const char *what, char *err, size_t errlen);
-
-/* futex(2) on W; PSHARED: the word is in memory shared between processes. */
-long resp_futex(_Atomic uint32_t *w, int op, uint32_t val, bool pshared);
 
 /* The stimulus (response_stim.c). */
-uint64_t splitmix64(uint64_t *s);
 /* The stimulus's body, as a companion thread or process (arg: the resp_state). */
 void stim_run(void *arg);
 

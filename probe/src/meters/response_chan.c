@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <linux/futex.h>
 #include <linux/gpio.h>
 #include <mqueue.h>
 #include <poll.h>
@@ -23,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/fail.h"
+#include "lib/futex.h"
 #include "lib/jsonw.h"
 #include "lib/loadrun.h"
 #include "lib/opts.h"
@@ -34,11 +35,6 @@
 #include "meters/response.h"
 
 /* ---- transports: the handler waits on fd[0] (or sh), the stimulus fires on fd[1] ---- */
-
-long resp_futex(_Atomic uint32_t *w, int op, uint32_t val, bool pshared)
-{
-	return syscall(SYS_futex, w, op | (pshared ? 0 : FUTEX_PRIVATE_FLAG), val, NULL, NULL, 0);
-}
 
 static int fd_wr8(int fd, uint64_t v)
 {
@@ -59,14 +55,6 @@ static int fd_rd8(int fd)
 	return n == sizeof(v) ? 0 : n < 0 ? -errno : -EPIPE;
 }
 
-int fail_errno(const char *what, char *err, size_t errlen)
-{
-	int e = errno;
-
-	snprintf(err, errlen, "--transport: %s failed (%s)", what, strerror(e));
-	return -e;
-}
-
 void chan_close(struct resp_chan *c)
 {
 	for (int i = 0; i < 2; i++)
@@ -80,37 +68,39 @@ void chan_close(struct resp_chan *c)
 
 static int pipe_setup(struct resp_chan *c, char *err, size_t errlen)
 {
-	return pipe2(c->fd, O_CLOEXEC) ? fail_errno("pipe2", err, errlen) : 0;
+	return pipe2(c->fd, O_CLOEXEC) ? fail_errno(err, errlen, "--transport: pipe2 failed") : 0;
 }
 
 static int unix_setup(struct resp_chan *c, char *err, size_t errlen)
 {
-	return socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, c->fd) ?
-		       fail_errno("socketpair(AF_UNIX, SOCK_DGRAM)", err, errlen) : 0;
+	if (!socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, c->fd))
+		return 0;
+	return fail_errno(err, errlen, "--transport: socketpair(AF_UNIX, SOCK_DGRAM) failed");
 }
 
 static int eventfd_setup(struct resp_chan *c, char *err, size_t errlen)
 {
 	c->fd[0] = eventfd(0, EFD_CLOEXEC);
-	return c->fd[0] < 0 ? fail_errno("eventfd", err, errlen) : 0;
+	return c->fd[0] < 0 ? fail_errno(err, errlen, "--transport: eventfd failed") : 0;
 }
 
 static int fd_fire(struct resp_chan *c) { return fd_wr8(c->fd[1], c->seq); }
 static int fd_wait(struct resp_chan *c) { return fd_rd8(c->fd[0]); }
 static int eventfd_fire(struct resp_chan *c) { return fd_wr8(c->fd[0], 1); }
 
-static int futex_fire(struct resp_chan *c)
+static int futex_tp_fire(struct resp_chan *c)
 {
-	return resp_futex(&c->sh->gen, FUTEX_WAKE, 1, c->pshared) < 0 ? -errno : 0;
+	int rc = futex_wake(&c->sh->gen, 1, c->pshared);
+
+	return rc < 0 ? rc : 0;
 }
 
 /* The futex word is gen itself: a fire before the wait makes it return at once. */
-static int futex_wait(struct resp_chan *c)
+static int futex_tp_wait(struct resp_chan *c)
 {
-	if (resp_futex(&c->sh->gen, FUTEX_WAIT, c->gen, c->pshared) < 0 && errno != EAGAIN &&
-	    errno != EINTR)
-		return -errno;
-	return 0;
+	int rc = futex_wait(&c->sh->gen, c->gen, 0, c->pshared);
+
+	return rc == -EAGAIN || rc == -EINTR ? 0 : rc;
 }
 
 static int condvar_setup(struct resp_chan *c, char *err, size_t errlen)
@@ -154,7 +144,9 @@ static int condvar_wait(struct resp_chan *c)
 
 static int sem_setup(struct resp_chan *c, char *err, size_t errlen)
 {
-	return sem_init(&c->sh->sem, c->pshared, 0) ? fail_errno("sem_init", err, errlen) : 0;
+	if (!sem_init(&c->sh->sem, c->pshared, 0))
+		return 0;
+	return fail_errno(err, errlen, "--transport: sem_init failed");
 }
 
 static int sem_fire(struct resp_chan *c) { return sem_post(&c->sh->sem) ? -errno : 0; }
@@ -212,7 +204,7 @@ static int mq_setup(struct resp_chan *c, char *err, size_t errlen)
 	snprintf(name, sizeof(name), "/rtlab-response.%d.%d", (int)getpid(), (int)gettid());
 	c->mq = mq_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600, &a);
 	if (c->mq == (mqd_t)-1)
-		return fail_errno("mq_open", err, errlen);
+		return fail_errno(err, errlen, "--transport: mq_open failed");
 	(void)mq_unlink(name);
 	return 0;
 }
@@ -301,17 +293,27 @@ static int gpio_wait(struct resp_chan *c)
 	}
 }
 
-const struct transport response_transports[] = {
-	{ "pipe", pipe_setup, fd_fire, fd_wait, chan_close },
-	{ "eventfd", eventfd_setup, eventfd_fire, fd_wait, chan_close },
-	{ "futex", NULL, futex_fire, futex_wait, chan_close },
-	{ "condvar", condvar_setup, condvar_fire, condvar_wait, chan_close },
-	{ "signal", signal_setup, signal_fire, signal_wait, chan_close },
-	{ "mq", mq_setup, mq_fire, mq_wait, chan_close },
-	{ "unix", unix_setup, fd_fire, fd_wait, chan_close },
-	{ "semaphore", sem_setup, sem_fire, sem_wait_ev, chan_close },
-	{ "gpio", gpio_setup, gpio_fire, gpio_wait, chan_close },
+const struct transport response_transports[TP_COUNT] = {
+	[TP_PIPE] = { pipe_setup, fd_fire, fd_wait, chan_close },
+	[TP_EVENTFD] = { eventfd_setup, eventfd_fire, fd_wait, chan_close },
+	[TP_FUTEX] = { NULL, futex_tp_fire, futex_tp_wait, chan_close },
+	[TP_CONDVAR] = { condvar_setup, condvar_fire, condvar_wait, chan_close },
+	[TP_SIGNAL] = { signal_setup, signal_fire, signal_wait, chan_close },
+	[TP_MQ] = { mq_setup, mq_fire, mq_wait, chan_close },
+	[TP_UNIX] = { unix_setup, fd_fire, fd_wait, chan_close },
+	[TP_SEMAPHORE] = { sem_setup, sem_fire, sem_wait_ev, chan_close },
+	[TP_GPIO] = { gpio_setup, gpio_fire, gpio_wait, chan_close },
 };
 
-const int response_ntransports = (int)(sizeof(response_transports) / sizeof(response_transports[0]));
-
+const char *const response_transport_names[TP_COUNT + 1] = {
+	[TP_PIPE] = "pipe",
+	[TP_EVENTFD] = "eventfd",
+	[TP_FUTEX] = "futex",
+	[TP_CONDVAR] = "condvar",
+	[TP_SIGNAL] = "signal",
+	[TP_MQ] = "mq",
+	[TP_UNIX] = "unix",
+	[TP_SEMAPHORE] = "semaphore",
+	[TP_GPIO] = "gpio",
+	[TP_COUNT] = NULL,
+};

@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <linux/futex.h>
 #include <linux/gpio.h>
 #include <mqueue.h>
 #include <poll.h>
@@ -23,11 +22,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/futex.h"
 #include "lib/jsonw.h"
 #include "lib/loadrun.h"
 #include "lib/opts.h"
 #include "lib/runner.h"
 #include "lib/sampler.h"
+#include "lib/splitmix.h"
 #include "lib/timeutil.h"
 #include "probe.h"
 
@@ -35,27 +36,10 @@
 
 /* ---- the stimulus: a thread, or a process of its own with --handler-process ---- */
 
-uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
 static int64_t draw_interval(uint64_t *rng, int64_t lo, int64_t hi)
 {
 	return lo == hi ? lo : lo + (int64_t)(splitmix64(rng) % (uint64_t)(hi - lo + 1));
 }
-
-static void sleep_ns(int64_t ns)
-{
-	struct timespec ts = ns_to_ts(ns);
-
-	(void)clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
-}
-
 
 /* The event's slot before its fire; gen (release) makes seq and fire_ns visible. */
 static void publish(struct resp_shared *sh, uint64_t seq, int64_t now)
@@ -75,7 +59,6 @@ static void stim_phase(struct resp_chan *c, const struct transport *tp, uint32_t
 	const uint64_t limit = sh->limit;
 	int64_t target = start, iv, now, drawn = 0;
 	uint64_t last = 0, fired = 0, lost = 0, over = 0;
-	struct timespec ts;
 	int rc;
 
 	for (uint64_t k = 1; !limit || k <= limit; k++) {
@@ -83,9 +66,7 @@ static void stim_phase(struct resp_chan *c, const struct transport *tp, uint32_t
 		if (dur && target + iv - start >= dur)
 			break;
 		target += iv;
-		ts = ns_to_ts(target);
-		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-			;
+		sleep_until_ns(target);
 		if (SH_GET(sh, phase) != phase || (c->stop && atomic_load(c->stop)))
 			break;
 		now = mono_now_ns();
@@ -109,7 +90,7 @@ static void stim_phase(struct resp_chan *c, const struct transport *tp, uint32_t
 	for (int64_t until = mono_now_ns() + DRAIN_NS;
 	     atomic_load_explicit(&sh->consumed, memory_order_acquire) != last &&
 	     SH_GET(sh, phase) == phase && mono_now_ns() < until;)
-		sleep_ns(20 * NSEC_PER_USEC);
+		sleep_for_ns(20 * NSEC_PER_USEC);
 	if (SH_GET(sh, phase) != phase)
 		return; /* teardown: nobody waits for the end */
 	publish(sh, c->seq = SEQ_END, mono_now_ns());
@@ -130,7 +111,7 @@ void stim_run(void *arg)
 	rc = comp_setup(&st->stim, &sh->rep);
 	while (!rc) {
 		while ((ph = atomic_load_explicit(&sh->phase, memory_order_acquire)) == seen)
-			(void)resp_futex(&sh->phase, FUTEX_WAIT, seen, true);
+			(void)futex_wait(&sh->phase, seen, 0, true);
 		if (ph == PHASE_QUIT)
 			break;
 		seen = ph;

@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <string.h>
 #include <time.h>
 
 #include "lib/jsonw.h"
@@ -29,7 +28,6 @@ static void wakeup_defaults(void *p)
 
 	w->interval_ns = NSEC_PER_MSEC;
 	w->distance_ns = 0;
-	w->tracer.name = "user";
 }
 
 static int64_t wakeup_period(const void *p, int index)
@@ -54,11 +52,9 @@ static int wakeup_check_common(void *p, const struct common_params *c, struct op
 {
 	struct wakeup_params *w = p;
 
-	if (strcmp(w->tracer.name, "user") && w->distance_ns) {
-		snprintf(err, errlen, "--distance: the timerlat tracer has one period for all CPUs");
-		at->option = "distance";
-		return -EINVAL;
-	}
+	if (w->tracer.choice != KTRACER_USER && w->distance_ns)
+		return opts_refusef(at, "distance", NULL, err, errlen,
+				    "--distance: the timerlat tracer has one period for all CPUs");
 	return ktracer_opt_check(&w->tracer, KTRACER_TIMERLAT, w->interval_ns, c, at, err, errlen);
 }
 
@@ -81,7 +77,6 @@ static void wakeup_loop(struct mthread *t, const void *p, const struct run_ctl *
 {
 	struct ktracer *kt = ((const struct wakeup_params *)p)->tracer.kt;
 	const int64_t period = t->period_ns;
-	struct timespec ts;
 	int64_t target, now;
 	uint64_t cycle = 0;
 
@@ -93,9 +88,7 @@ static void wakeup_loop(struct mthread *t, const void *p, const struct run_ctl *
 	target = t->start_ns;
 	for (;;) {
 		target += period;
-		ts = ns_to_ts(target);
-		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-			;
+		sleep_until_ns(target);
 		now = mono_now_ns();
 		sample_record(t, now - target, cycle, now);
 		cycle++;
@@ -142,10 +135,10 @@ static const struct opt_desc wakeup_opts[] = {
 	OPT_DESC("distance", OPT_DURATION, 0, NSEC_PER_SEC, "DUR",
 		 "added to the period of each further thread (default 0)",
 		 offsetof(struct wakeup_params, distance_ns), OPT_NO_SET),
-	OPT_DESC("tracer", OPT_STRING, 0, 0, "T",
-		 "what measures: user (this probe's threads, default) or timerlat (the kernel's "
-		 "tracer, one per --cpus CPU)",
-		 offsetof(struct wakeup_params, tracer.name), OPT_NO_SET),
+	OPT_CHOICE_DESC("tracer", ktracer_timerlat_words, KTRACER_USER, "T",
+			"what measures: user (this probe's threads) or timerlat (the kernel's "
+			"tracer, one per --cpus CPU)",
+			offsetof(struct wakeup_params, tracer.choice), OPT_NO_SET),
 	OPT_END,
 };
 

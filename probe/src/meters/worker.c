@@ -5,16 +5,15 @@
  * hand-off latency (worker sees the item − producer's timestamp) and the worker's CPU use.
  */
 #include <errno.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "lib/companion.h"
+#include "lib/futex.h"
 #include "lib/jsonw.h"
 #include "lib/opts.h"
 #include "lib/policy.h"
@@ -41,7 +40,6 @@ struct worker_params {
 	int64_t poll_ns;     /* sleep:P, 0 for the other designs */
 	int64_t interval_ns; /* 1/rate, rounded */
 	int prod_cpu;        /* -1: where the worker is */
-	char fault[48];      /* a refused value argv does not hold as such */
 };
 
 /* One worker's hand-off; the producer writes the first line, the worker the slot's zero. */
@@ -64,27 +62,6 @@ struct wk_state {
 	/* The worker's own. */
 	int64_t cpu_ns, wall_ns; /* thread CPU time and wall time of the loop */
 };
-
-static long futex(_Atomic uint32_t *w, int op, uint32_t val)
-{
-	return syscall(SYS_futex, w, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
-}
-
-static int64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts_to_ns(&ts);
-}
-
-static void sleep_rel(int64_t ns)
-{
-	struct timespec ts = ns_to_ts(ns);
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
-		;
-}
 
 /* ---- the designs: how the worker waits, how the producer tells it ---- */
 
@@ -118,22 +95,22 @@ static void yield_wait(struct wk_state *st)
 static void sleep_wait(struct wk_state *st)
 {
 	while (idle(st))
-		sleep_rel(st->p->poll_ns);
+		sleep_for_ns(st->p->poll_ns);
 }
 
 /* gen is read before the slot: an item published after the check bumps gen first. */
-static void futex_wait(struct wk_state *st)
+static void futex_design_wait(struct wk_state *st)
 {
 	uint32_t g = atomic_load_explicit(&st->gen, memory_order_acquire);
 
 	if (idle(st))
-		(void)futex(&st->gen, FUTEX_WAIT, g);
+		(void)futex_wait(&st->gen, g, 0, false);
 }
 
-static void futex_notify(struct wk_state *st)
+static void futex_design_notify(struct wk_state *st)
 {
 	atomic_fetch_add_explicit(&st->gen, 1, memory_order_release);
-	(void)futex(&st->gen, FUTEX_WAKE, 1);
+	(void)futex_wake(&st->gen, 1, false);
 }
 
 static void eventfd_wait(struct wk_state *st)
@@ -166,7 +143,7 @@ static const struct design designs[] = {
 	{ "busy", false, busy_wait, NULL, 1 },
 	{ "yield", false, yield_wait, NULL, 0 },
 	{ "sleep", true, sleep_wait, NULL, -1 },
-	{ "futex", false, futex_wait, futex_notify, -1 },
+	{ "futex", false, futex_design_wait, futex_design_notify, -1 },
 	{ "eventfd", false, eventfd_wait, eventfd_notify, -1 },
 };
 #define NDESIGNS ((int)(sizeof(designs) / sizeof(designs[0])))
@@ -181,15 +158,12 @@ static void producer_phase(struct wk_state *st)
 	const int64_t iv = st->p->interval_ns, start = st->start_ns, dur = st->duration_ns;
 	int64_t target = start, now, cpu0 = thread_cpu_ns();
 	uint64_t items = 0, lost = 0, over = 0;
-	struct timespec ts;
 
 	while (!st->limit || items < st->limit) {
 		if (dur && target + iv - start >= dur)
 			break;
 		target += iv;
-		ts = ns_to_ts(target);
-		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-			;
+		sleep_until_ns(target);
 		if (atomic_load_explicit(st->stop, memory_order_relaxed))
 			break;
 		now = mono_now_ns();
@@ -221,7 +195,7 @@ static void producer_main(void *arg)
 	if (comp_setup(&st->prod, &st->rep))
 		return;
 	while ((go = atomic_load_explicit(&st->go, memory_order_acquire)) == GO_WAIT)
-		(void)futex(&st->go, FUTEX_WAIT, GO_WAIT);
+		(void)futex_wait(&st->go, GO_WAIT, 0, false);
 	if (go == GO_RUN)
 		producer_phase(st);
 }
@@ -287,7 +261,7 @@ static void worker_thread_teardown(struct mthread *t, const void *pp)
 		uint32_t wait = GO_WAIT; /* a producer that ran ends on its own */
 
 		(void)atomic_compare_exchange_strong(&st->go, &wait, GO_QUIT);
-		(void)futex(&st->go, FUTEX_WAKE, 1);
+		(void)futex_wake(&st->go, 1, false);
 	}
 	comp_stop(&st->prod);
 	if (st->efd >= 0)
@@ -311,7 +285,7 @@ static void worker_loop(struct mthread *t, const void *pp, const struct run_ctl 
 	cpu0 = thread_cpu_ns();
 	t->start_ns = st->start_ns = mono_now_ns();
 	atomic_store_explicit(&st->go, GO_RUN, memory_order_release);
-	(void)futex(&st->go, FUTEX_WAKE, 1);
+	(void)futex_wake(&st->go, 1, false);
 	do {
 		d->wait(st);
 		end = atomic_load_explicit(&st->done, memory_order_acquire);
@@ -342,13 +316,6 @@ static int64_t worker_period(const void *pp, int index)
 
 	(void)index;
 	return (NSEC_PER_SEC + p->rate_hz / 2) / p->rate_hz;
-}
-
-static int refuse(struct opt_fault *at, const char *option, const char *value)
-{
-	at->option = option;
-	at->value = value;
-	return -EINVAL;
 }
 
 /* NAME, or sleep:DUR. */
@@ -396,13 +363,8 @@ static int worker_check(void *pp, int nthreads, struct opt_fault *at, char *err,
 	(void)nthreads;
 	p->poll_ns = 0;
 	if (parse_design(p, err, errlen))
-		return refuse(at, "design", p->design_text);
+		return opts_refuse(at, "design", p->design_text);
 	p->interval_ns = worker_period(p, 0);
-	if (p->prod_cpu_set && p->prod_cpus.n != 1) {
-		cpulist_format(&p->prod_cpus, p->fault, sizeof(p->fault));
-		snprintf(err, errlen, "--producer-cpu: \"%s\" is not one CPU", p->fault);
-		return refuse(at, "producer-cpu", p->fault);
-	}
 	p->prod_cpu = p->prod_cpu_set ? p->prod_cpus.cpu[0] : -1;
 	return 0;
 }
@@ -460,7 +422,7 @@ static const struct opt_desc worker_opts[] = {
 	OPT_DESC("rate", OPT_INT, 1, RATE_MAX_HZ, "HZ",
 		 "items the producer makes per second, at a fixed interval (default 1000)",
 		 WP(rate_hz), OPT_NO_SET),
-	OPT_DESC("producer-cpu", OPT_CPULIST, 0, 0, "CPU",
+	OPT_DESC("producer-cpu", OPT_CPULIST, 0, 1, "CPU",
 		 "pin every producer to CPU (default: the worker's CPU, unpinned if it is)",
 		 WP(prod_cpus), WP(prod_cpu_set)),
 	OPT_DESC("producer-policy", OPT_POLICY, 0, 0, "POLICY",

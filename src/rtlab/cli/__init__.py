@@ -9,7 +9,7 @@ import traceback
 import click
 
 from rtlab import __version__
-from rtlab.cli._common import EXIT_INTERNAL, EXIT_UNSUPPORTED, EXIT_USAGE, visible
+from rtlab.cli._common import EXIT_INTERNAL, EXIT_OUTPUT, EXIT_UNSUPPORTED, EXIT_USAGE, visible
 from rtlab.cli.audit import audit
 from rtlab.cli.bench import bench_group
 from rtlab.cli.compare import compare
@@ -25,7 +25,7 @@ from rtlab.cli.run import run
 from rtlab.cli.show import show
 from rtlab.cli.tune import tune_group
 from rtlab.cli.watch import watch
-from rtlab.errors import InternalError, UnsupportedError, UserError
+from rtlab.errors import InternalError, OutputError, UnsupportedError, UserError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_UNSUPPORTED
     except BrokenPipeError:
         return 0
+    except OutputError as e:
+        _say(e)
+        return EXIT_OUTPUT
     except InternalError as e:
         _say(f"internal error: {e}")
         return EXIT_INTERNAL

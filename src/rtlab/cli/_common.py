@@ -29,6 +29,7 @@ EXIT_THRESHOLD = 1
 EXIT_USAGE = 2
 EXIT_UNSUPPORTED = 3
 EXIT_INTERNAL = 4
+EXIT_OUTPUT = 5
 
 
 class Duration(click.ParamType):

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from rtlab.errors import UserError
 from rtlab.store import ExperimentRecord
-from rtlab.targets import Remote, TargetSpec, parse_target
+from rtlab.targets import Target, reopen_target
+from rtlab.targets import open_target as open_named
 
 
 def target_options(f):
@@ -34,9 +34,9 @@ def target_options(f):
     return f
 
 
-def _opened(remote: Remote) -> Remote:
-    click.get_current_context().call_on_close(remote.close)  # also on errors and ^C
-    return remote
+def _opened(target: Target) -> Target:
+    click.get_current_context().call_on_close(target.close)  # also on errors and ^C
+    return target
 
 
 def open_target(
@@ -44,28 +44,19 @@ def open_target(
     targets_path: str | None,
     accept_new_host_key: bool,
     farm_id: str | None = None,
-) -> Remote | None:
-    """The target given by --target, connected and with the probe copied there; None for
-    this system. Closed (its private directory removed) when the command ends."""
-    if target is None:
-        if targets_path or accept_new_host_key:
-            raise click.UsageError("--targets and --accept-new-host-key go with --target")
-        return None
-    spec = parse_target(target, Path(targets_path) if targets_path else None)
-    return _opened(Remote(spec, accept_new_host_key, farm_id))
+) -> Target:
+    """The target given by --target, connected and with the probe copied there; this
+    machine without --target. Closed (its private directory removed) when the command
+    ends."""
+    if target is None and (targets_path or accept_new_host_key):
+        raise click.UsageError("--targets and --accept-new-host-key go with --target")
+    path = Path(targets_path) if targets_path else None
+    return _opened(open_named(target, path, accept_new_host_key, farm_id))
 
 
-def resume_target(
-    rec: ExperimentRecord, target: str | None, accept_new_host_key: bool
-) -> Remote | None:
+def resume_target(rec: ExperimentRecord, target: str | None, accept_new_host_key: bool) -> Target:
     """The target an experiment was run on, connected again for `rtlab run --resume`."""
     if target is not None:
         raise click.UsageError("--resume continues on the target the experiment was run on")
-    recorded = rec.manifest.target
-    if not recorded:
-        return None
-    if not isinstance(recorded, dict):
-        raise UserError(f"{rec.id}: experiment.json: 'target' is not a target")
-    spec = TargetSpec.from_dict(recorded.get("spec"), f"{rec.id}: experiment.json target")
-    farm = recorded.get("farm") if isinstance(recorded.get("farm"), str) else None
-    return _opened(Remote(spec, accept_new_host_key, farm))
+    where = f"{rec.id}: experiment.json"
+    return _opened(reopen_target(rec.manifest.target, where, accept_new_host_key))

@@ -9,22 +9,19 @@ import click
 
 from rtlab import __version__
 from rtlab.cli._common import DURATION, console, line, lit, print_json, rich_table, visible
+from rtlab.cli._system import rt_cpus_option, system_tree
 from rtlab.cli._target import open_target
 from rtlab.errors import UserError
 from rtlab.system import (
     FAIL,
     INFO,
-    LIVE_ROOT,
     OK,
     WARN,
     Context,
-    Root,
     SysRoot,
     audit_document,
     exit_status,
     format_cpulist,
-    load_snapshot,
-    parse_cpulist,
     read_facts,
     run_audit,
 )
@@ -33,39 +30,6 @@ from rtlab.system._kconfig_fragment import kconfig_fragment, settings
 from rtlab.units import format_ns
 
 STYLE = {OK: "green", INFO: "cyan", WARN: "yellow", FAIL: "bold red"}
-
-
-def _root(root_dir: str | None, from_file: str | None) -> Root:
-    if root_dir and from_file:
-        raise click.UsageError("--root and --from exclude each other")
-    if from_file:
-        return load_snapshot(from_file)
-    if root_dir:
-        path = Path(root_dir)
-        if not path.is_dir():
-            raise UserError(f"--root {root_dir}: not a directory")
-        if not (path / "proc").is_dir() and not (path / "sys").is_dir():
-            raise UserError(f"--root {root_dir}: has neither proc/ nor sys/ (not a system tree)")
-        return SysRoot(path)
-    return LIVE_ROOT
-
-
-def _rt_cpus(text: str | None, root: Root) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        cpus = parse_cpulist(text)
-    except UserError as e:
-        raise UserError(f"--rt-cpus {text}: {e}") from None
-    if not cpus:
-        raise UserError(f"--rt-cpus {text!r}: no CPU given")
-    online = parse_cpulist(root.read("sys/devices/system/cpu/online") or "")
-    if online and not set(cpus) <= set(online):
-        missing = format_cpulist(set(cpus) - set(online))
-        raise UserError(
-            f"--rt-cpus {text}: CPU {missing} not online (online: {format_cpulist(online)})"
-        )
-    return cpus
 
 
 def _kconfig_target(text: str) -> Path:
@@ -163,11 +127,12 @@ def audit(
         target = None if kconfig == "-" else _kconfig_target(kconfig)
     if target_spec is not None and (root_dir or from_file or capture_dir):
         raise click.UsageError("--target excludes --root, --from and --capture")
-    remote = open_target(target_spec, targets_path, accept_new_host_key)
-    root = remote.root if remote is not None else _root(root_dir, from_file)
-    cpus = _rt_cpus(rt_cpus, root)
-    if cpus is None and remote is not None:
-        cpus = remote.rt_cpus  # the target's rt_cpus in targets.toml
+    where = open_target(target_spec, targets_path, accept_new_host_key)
+    tree = system_tree(root_dir, from_file)
+    root = tree if tree is not None else where.root
+    cpus = rt_cpus_option(rt_cpus, root)
+    if cpus is None and tree is None:
+        cpus = where.rt_cpus  # the target's rt_cpus in targets.toml
     if capture_dir:
         if not isinstance(root, SysRoot):
             raise click.UsageError("--capture copies from a directory tree, not from --from")

@@ -11,8 +11,10 @@ from rtlab.errors import UserError
 from rtlab.experiment import load_experiment, validate_with_probe
 from rtlab.ingest._text import named, read_bytes
 from rtlab.lava import DEFAULT_DUT_DIR, make_testdef, shell_quote
-from rtlab.probe import EXIT_UNSUPPORTED, Refusal, check_args, find_probe
+from rtlab.probe import EXIT_UNSUPPORTED, Refusal
+from rtlab.probecall import ProbeCall, probe_argv
 from rtlab.system import LIVE_ROOT, load_snapshot
+from rtlab.targets import LocalTarget
 
 
 @click.group("lava")
@@ -68,14 +70,15 @@ def testdef_cmd(
             read_bytes(Path(sysinfo))  # a regular file of a sane size, never a FIFO
         root = load_snapshot(sysinfo)
     exp = load_experiment(experiment, scale, root)
-    for c in exp.cases:
-        for a in c.args:
+    calls = [c.call for c in exp.cases if c.call is not None]
+    for call in calls:
+        for a in probe_argv(call):
             shell_quote(a)  # a NUL cannot be passed on: refused before the probe sees it
-    local = find_probe()
+    here = LocalTarget().checker(calls)
     skipped: list[str] = []
 
-    def check(args: list[str]) -> Refusal | None:
-        refusal = check_args(args, local)
+    def check(call: ProbeCall) -> Refusal | None:
+        refusal = here(call)
         if refusal is not None and refusal.exit_code == EXIT_UNSUPPORTED:
             skipped.append(refusal.message)  # e.g. stress-ng missing here, not on the device
             return None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 import click
@@ -26,15 +25,14 @@ from rtlab.cli._common import (
     warn_store,
 )
 from rtlab.cli._target import open_target, resume_target, target_options
-from rtlab.cli._tuned import tuned as tuned_run
 from rtlab.errors import UserError
-from rtlab.experiment import load_experiment, preset_names, validate_with_probe
-from rtlab.probe import check_args, find_probe
+from rtlab.experiment import Experiment, preset_names
+from rtlab.measure import Measured, Settings, measure, plan, resume
+from rtlab.probecall import probe_argv
 from rtlab.records import CaseRecord
 from rtlab.results import effective_deadline, stats_rows
-from rtlab.runner import Display, new_record, run_cases
-from rtlab.store import ExperimentRecord, write_json_atomic
-from rtlab.tune._partition_use import partition_runner, place_cases
+from rtlab.runner import Display
+from rtlab.store import ExperimentRecord
 from rtlab.units import format_ns
 
 THROUGHPUT = "throughput"
@@ -204,6 +202,7 @@ def run(
     Progress goes to stderr.
     """
     store = store_from(out_dir or results_dir)
+    display = RichDisplay() if sys.stderr.isatty() else PlainDisplay()
     if resume_id:
         if experiment:
             raise click.UsageError("give an EXPERIMENT or --resume ID, not both")
@@ -215,7 +214,8 @@ def run(
         if rec.complete:
             click.echo(f"{visible(rec.id)} is already complete", err=True)
             return _finish(rec, deadline, as_json, None, 0)
-        remote = resume_target(rec, target, accept_new_host_key)
+        target = resume_target(rec, target, accept_new_host_key)
+        done = resume(store, rec, target, deadline, display)
     else:
         if not experiment and partition:
             raise click.UsageError("missing EXPERIMENT (put it before --partition [NAME])")
@@ -231,55 +231,41 @@ def run(
             return click.get_current_context().invoke(
                 throughput_cmd, scale=scale, results_dir=out_dir or results_dir, as_json=as_json
             )
-        if target and (tuned or partition):
-            raise click.UsageError("--tuned and --partition act on this system, not on --target")
-        remote = open_target(target, targets_path, accept_new_host_key, farm_id)
-        if remote is not None:  # the target's probe and CPUs, and its probe checks the cases
-            exp = load_experiment(experiment, scale, remote.root, remote.catalog)
-        else:
-            exp = load_experiment(experiment, scale)
-        if deadline is not None:
-            exp.deadline_ns = deadline
-        if explain is not None:
-            _explain_cases(exp, explain)
-        probe = find_probe() if remote is None else None
-        validate_with_probe(exp, remote.checker(exp) if remote else lambda a: check_args(a, probe))
-        if remote is None:  # this system's partitions are not the target's
-            place_cases(exp.cases, partition, exp.notes)
+        settings = Settings(scale, deadline, explain, raw, tuned, partition)
+        where = open_target(target, targets_path, accept_new_host_key, farm_id)
+        exp = plan(experiment, where, settings, _say)
         if check_only:
             _print_check(exp, as_json)
             return 0
-    with tuned_run(exp) if tuned else nullcontext(None) as tuning:
-        if not resume_id:
-            rec = new_record(store, exp, raw, tuning=tuning, target=remote)
-        display = RichDisplay() if sys.stderr.isatty() else PlainDisplay()
-        result = run_cases(store, rec, display, remote or partition_runner(rec.cases))
-    if tuning is not None:
-        write_json_atomic(rec.path / "tuning.json", tuning)  # with how the reset went
+        done = measure(store, exp, where, settings, display, _say)
+    return _outcome(store, done, deadline, as_json)
+
+
+def _say(text: str) -> None:
+    click.echo(visible(text), err=True)
+
+
+def _outcome(store, done: Measured, deadline: int | None, as_json: bool) -> int:
+    """What the run did, the report written, the verdict; 130 when interrupted."""
+    rec = done.record
     warn_store(store)
-    if result.interrupted:
+    if done.interrupted:
         click.echo(
             f"interrupted: {sum(c.done for c in rec.cases)} of "
             f"{len(rec.cases)} cases kept; continue with: rtlab run --resume {visible(rec.id)}",
             err=True,
         )
         if as_json:
-            print_json(_summary(rec, None, result.ran, interrupted=True))
+            print_json(_summary(rec, None, done.ran, interrupted=True))
         return 130
-    click.echo(
-        f"{visible(rec.id)}: {result.ran} cases run, results in {visible(rec.path)}", err=True
-    )
-    written = None
-    try:  # the results are stored already: a failing report must not fail the run
-        from rtlab.report import write_report
-
-        written = write_report([rec], rec.path / "report.html", deadline_ns=deadline)
-        click.echo(f"report: {visible(written.html)}", err=True)
-    except UserError as e:
-        click.echo(f"rtlab: no report written: {visible(e)}", err=True)
+    click.echo(f"{visible(rec.id)}: {done.ran} cases run, results in {visible(rec.path)}", err=True)
+    if done.report is not None:
+        click.echo(f"report: {visible(done.report.html)}", err=True)
+    else:
+        click.echo(f"rtlab: no report written: {visible(done.report_error)}", err=True)
     if not rec.complete:
         raise UserError(f"{rec.id}: some cases did not finish")
-    return _finish(rec, deadline, as_json, written, result.ran)
+    return _finish(rec, deadline, as_json, done.report, done.ran)
 
 
 def _summary(rec: ExperimentRecord, report, ran: int, **extra) -> dict:
@@ -315,31 +301,13 @@ def _finish(rec: ExperimentRecord, deadline: int | None, as_json: bool, written,
     return status
 
 
-def _explain_cases(exp, threshold_ns: int) -> None:
-    """--explain: the cases whose meter can explain its samples trace their CPUs."""
-    skipped = 0
-    for c in exp.cases:
-        meter = exp.catalog.meter(c.args[0]) if exp.catalog and c.args else None
-        if meter is None or not meter.explainable:
-            skipped += 1
-        elif "--explain" not in c.args and "explain" not in c.params:
-            c.args[1:1] = ["--explain", f"{threshold_ns}ns"]
-            c.params["explain"] = f"{threshold_ns}ns"
-    if skipped == len(exp.cases):
-        can = ", ".join(m.name for m in exp.catalog.meters if m.explainable) if exp.catalog else ""
-        raise UserError(f"--explain: no case of this experiment has a meter that can ({can})")
-    if skipped:
-        note = f"note: --explain: {skipped} case(s) of other meters are not explained"
-        click.echo(note, err=True)
-
-
-def _print_check(exp, as_json: bool) -> None:
+def _print_check(exp: Experiment, as_json: bool) -> None:
     total = sum(c.expected_s for c in exp.cases)
     if as_json:
         print_json(
             {
                 "cases": [
-                    {"index": c.index, "series": c.series, "name": c.name, "args": c.args}
+                    {"index": c.index, "series": c.series, "name": c.name, "args": _argv(c)}
                     for c in exp.cases
                 ],
                 "expected_s": total,
@@ -348,5 +316,9 @@ def _print_check(exp, as_json: bool) -> None:
         return
     out = console()
     for c in exp.cases:
-        out.print(line(f"{c.index:3d} {c.series}: {c.name}  rtlab-probe {' '.join(c.args)}"))
+        out.print(line(f"{c.index:3d} {c.series}: {c.name}  rtlab-probe {' '.join(_argv(c))}"))
     click.echo(f"{len(exp.cases)} cases, about {total:.0f} s")
+
+
+def _argv(case: CaseRecord) -> list[str]:
+    return probe_argv(case.call) if case.call is not None else []

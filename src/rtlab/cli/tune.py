@@ -13,9 +13,9 @@ from typing import Any
 import click
 
 from rtlab.cli._common import DURATION, console, line, lit, print_json, rich_table, visible
-from rtlab.cli.audit import _root, _rt_cpus
+from rtlab.cli._system import rt_cpus_option, system_tree
 from rtlab.errors import UnsupportedError, UserError
-from rtlab.system import SysRoot, format_cpulist, read_facts
+from rtlab.system import LIVE_ROOT, SysRoot, format_cpulist, read_facts
 from rtlab.tune import (
     ALREADY,
     CHANGED,
@@ -85,8 +85,8 @@ def _plan_options(fn: Callable) -> Callable:
 
 
 def _make_plan(opts: dict[str, Any]) -> tuple[Any, Plan]:
-    root = _root(opts["root_dir"], None)
-    cpus = _rt_cpus(opts["rt_cpus"], root)
+    root = system_tree(opts["root_dir"], None) or LIVE_ROOT
+    cpus = rt_cpus_option(opts["rt_cpus"], root)
     only = opts["only"].split(",") if opts["only"] is not None else None
     facts = read_facts(root, cpus)
     p = plan(
@@ -247,7 +247,7 @@ def _journal(root_dir: str | None) -> tuple[Journal | None, Path]:
     path = Journal.path_for(KIND)
     j = Journal.load(path)
     if j is not None and root_dir is not None:
-        want = root_label(_root(root_dir, None))
+        want = root_label(system_tree(root_dir, None) or LIVE_ROOT)
         if j.header.get("root") != want:
             raise UserError(
                 f"--root {root_dir}: the journal {path} is for root {j.header.get('root')!r}"

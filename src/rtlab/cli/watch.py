@@ -80,8 +80,8 @@ def _pct(v: float | None) -> str:
 def _loads(rec: ExperimentRecord | None, index: int) -> list[str]:
     if rec is None or not 0 <= index < len(rec.cases):
         return []
-    args = rec.cases[index].args
-    return [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--load"]
+    call = rec.cases[index].call
+    return call.loads if call is not None else []
 
 
 class View:

@@ -42,10 +42,13 @@ def collect_fingerprint(root: Root = LIVE_ROOT) -> dict:
     return fingerprint_from_facts(read_facts(root).to_dict(), live=root.live)
 
 
-def audit_system(root: Root = LIVE_ROOT, deadline_ns: int | None = None) -> tuple[dict, dict]:
-    """The fingerprint (system.json) and the audit (audit.json) from one reading of ROOT."""
+def audit_system(
+    root: Root = LIVE_ROOT, deadline_ns: int | None = None, rt_cpus: list[int] | None = None
+) -> tuple[dict, dict]:
+    """The fingerprint (system.json) and the audit (audit.json) from one reading of ROOT;
+    RT_CPUS: the real-time CPUs when known (default: the isolated ones)."""
     from rtlab.system._audit import Context, audit_document, run_audit
 
-    facts = read_facts(root)
+    facts = read_facts(root, rt_cpus)
     doc = audit_document(facts, run_audit(facts, Context(deadline_ns=deadline_ns)))
     return fingerprint_from_facts(doc["facts"], live=root.live), doc

@@ -1,8 +1,11 @@
-"""Where a run happens when it is not here: SSH targets (asyncssh), labgrid targets, and
-farms of them. One small interface (arch, push, run with a progress stream, pull) over
-a transport that runs shell commands on the target."""
+"""Where a run happens: this machine, SSH targets (asyncssh), labgrid targets, and farms
+of them. One small interface (`Target`: the system tree, the probe's catalog, checks,
+one case run with its progress stream, its documents brought back) that every caller
+uses the same way, wherever the target is."""
 
-from rtlab.targets._remote import Remote, open_session
+from rtlab.targets._base import Target
+from rtlab.targets._local import LocalTarget
+from rtlab.targets._open import open_target, reopen_target
 from rtlab.targets._session import Session, quote
 from rtlab.targets._spec import (
     LABGRID,
@@ -17,13 +20,15 @@ from rtlab.targets._spec import (
 __all__ = [
     "LABGRID",
     "SSH",
-    "Remote",
+    "LocalTarget",
     "Session",
+    "Target",
     "TargetSpec",
-    "open_session",
+    "open_target",
     "parse_ssh_url",
     "parse_target",
     "quote",
     "read_targets",
+    "reopen_target",
     "targets_file",
 ]

@@ -187,9 +187,9 @@ def _child_env() -> dict[str, str]:
 
 
 def _die_with_parent() -> Callable[[], None]:
-    from rtlab.probe import _die_with  # the probe's parent-death signal, for our children
+    from rtlab.probe import die_with  # the probe's parent-death signal, for our children
 
-    return _die_with(os.getpid())
+    return die_with(os.getpid())
 
 
 async def _member(

@@ -1,4 +1,5 @@
-"""A target opened for one command (`rtlab run --target`, `rtlab audit --target`).
+"""A target reached over a transport (SSH, labgrid), opened for one command (`rtlab run
+--target`, `rtlab audit --target`).
 
 The SSH session is asynchronous (asyncssh): it runs on an event loop in a thread of its
 own, and the CLI and the runner call it as they call the local probe. A case's progress
@@ -11,25 +12,17 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from rtlab.probe import ProbeOutcome, Refusal
-from rtlab.system import (
-    Context,
-    SnapshotRoot,
-    audit_document,
-    fingerprint_from_facts,
-    parse_cpulist,
-    read_facts,
-    run_audit,
-)
+from rtlab.probe import Catalog, ProbeOutcome, Refusal
+from rtlab.probecall import ProbeCall
+from rtlab.records import CaseRecord
+from rtlab.system import Root, SnapshotRoot, parse_cpulist
+from rtlab.targets._base import CheckFn, ProgressFn, Target
 from rtlab.targets._session import Session
 from rtlab.targets._spec import LABGRID, TargetSpec
-
-if TYPE_CHECKING:
-    from rtlab.experiment import Experiment
 
 T = TypeVar("T")
 _DONE = object()
@@ -54,7 +47,7 @@ async def open_session(spec: TargetSpec, accept_new_host_key: bool = False) -> S
     return session
 
 
-class Remote:
+class Remote(Target):
     """One target, its probe's catalog and its system (sysinfo), for synchronous callers."""
 
     def __init__(
@@ -67,7 +60,7 @@ class Remote:
         self.session: Session | None = None
         try:
             self.session = self._call(open_session(spec, accept_new_host_key))
-            self.catalog, self.root = self._call(self._describe())
+            self._catalog, self._root = self._call(self._describe())
         except BaseException:
             self.close()
             raise
@@ -85,30 +78,34 @@ class Remote:
             raise
 
     @property
+    def root(self) -> Root:
+        return self._root
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog
+
+    @property
     def rt_cpus(self) -> list[int] | None:
         return parse_cpulist(self.spec.rt_cpus) if self.spec.rt_cpus else None
 
-    def checker(self, exp: Experiment) -> Callable[[list[str]], Refusal | None]:
-        """validate_with_probe's check, answered by the target's probe: every distinct case
-        checked there in one go."""
+    @property
+    def id_name(self) -> str | None:
+        return self.name
+
+    def checker(self, calls: list[ProbeCall]) -> CheckFn:
+        """The check of validate_with_probe, answered by the target's probe: every distinct
+        call checked there in one go."""
         assert self.session is not None
         session = self.session
-        distinct = list(dict.fromkeys(tuple(c.args) for c in exp.cases))
-        answers = self._call(session.check_all([list(a) for a in distinct]))
+        answers = self._call(session.check_all(list(dict.fromkeys(calls))))
 
-        def check(args: list[str]) -> Refusal | None:
-            key = tuple(args)
-            if key not in answers:
-                answers[key] = self._call(session.check(args))
-            return answers[key]
+        def check(call: ProbeCall) -> Refusal | None:
+            if call not in answers:
+                answers[call] = self._call(session.check(call))
+            return answers[call]
 
         return check
-
-    def audit(self, deadline_ns: int | None) -> tuple[dict, dict]:
-        """The target's fingerprint (system.json) and audit (audit.json)."""
-        facts = read_facts(self.root, self.rt_cpus)
-        doc = audit_document(facts, run_audit(facts, Context(deadline_ns=deadline_ns)))
-        return fingerprint_from_facts(doc["facts"]), doc
 
     def record(self) -> dict[str, Any]:
         """What an experiment's manifest keeps of its target (`--resume` reconnects)."""
@@ -125,18 +122,20 @@ class Remote:
             "farm": self.farm,
         }
 
-    def __call__(
+    def run_case(
         self,
-        args: list[str],
+        case: CaseRecord,
+        call: ProbeCall,
         document: Path,
-        on_progress: Callable[[dict], None] | None = None,
+        raw: Path | None,
+        on_progress: ProgressFn | None = None,
     ) -> ProbeOutcome:
-        """The runner's probe_runner: one case on the target."""
+        """One case on the target; its raw files come back beside DOCUMENT."""
         assert self.session is not None
         lines: queue.SimpleQueue[Any] = queue.SimpleQueue()
         stop = asyncio.Event()
         fut = asyncio.run_coroutine_threadsafe(
-            self.session.run_case(args, document, lines.put, stop), self._loop
+            self.session.run_case(call, document, raw is not None, lines.put, stop), self._loop
         )
         fut.add_done_callback(lambda _: lines.put(_DONE))
         stopping = False

@@ -19,23 +19,14 @@ import contextlib
 import json
 import re
 import shlex
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from rtlab.errors import InternalError, LostError, UnsupportedError, UserError
-from rtlab.probe import (
-    EXIT_INTERNAL,
-    EXIT_UNSUPPORTED,
-    EXIT_USAGE,
-    Catalog,
-    ProbeOutcome,
-    Refusal,
-    one_line,
-)
-from rtlab.probe import _refusal as refusal_of  # the probe's refusal, as for a local check
+from rtlab.errors import InternalError, LostError, UnsupportedError
+from rtlab.probe import Catalog, ProbeOutcome, Refusal, one_line, raise_for_exit, refusal_of
+from rtlab.probecall import Outputs, ProbeCall, probe_argv
 from rtlab.system import SnapshotRoot, snapshot_from_document
 from rtlab.targets._probes import probe_for
 from rtlab.targets._spec import TargetSpec
@@ -168,11 +159,11 @@ class Session:
             raise InternalError(f"{self.label}: rtlab-probe sysinfo: not JSON ({e})") from None
         return snapshot_from_document(doc, self.label)
 
-    async def check_all(self, arg_lists: list[list[str]]) -> dict[tuple[str, ...], Refusal | None]:
-        """`rtlab-probe ARGS --check` of each, in one script: up to the first refusal."""
+    async def check_all(self, calls: list[ProbeCall]) -> dict[ProbeCall, Refusal | None]:
+        """`rtlab-probe ... --check` of each call, in one script: up to the first refusal."""
         exe, lines = shlex.quote(self.exe), [f"cd {shlex.quote(self.dir)} || exit {EXIT_NO_DIR}"]
-        for i, args in enumerate(arg_lists):
-            check = f"{exe} {quote(args)} --check </dev/null >/dev/null 2>&1"
+        for i, call in enumerate(calls):
+            check = f"{exe} {quote(probe_argv(call, check=True))} </dev/null >/dev/null 2>&1"
             lines.append(f"{check} || {{ echo {i}; exit 0; }}")
         lines.append("echo ok")
         got = await self.run("sh -s", ("\n".join(lines) + "\n").encode())
@@ -180,42 +171,39 @@ class Session:
         if got.status != 0 or not (answer == "ok" or answer.isdigit()):
             why = got.last_error(f"exit {got.status}")
             raise UnsupportedError(f"{self.label}: cannot check the cases there ({why})")
-        done = len(arg_lists) if answer == "ok" else int(answer)
-        out: dict[tuple[str, ...], Refusal | None] = {tuple(a): None for a in arg_lists[:done]}
-        if done < len(arg_lists):
-            out[tuple(arg_lists[done])] = await self.check(arg_lists[done])
+        done = len(calls) if answer == "ok" else int(answer)
+        out: dict[ProbeCall, Refusal | None] = {c: None for c in calls[:done]}
+        if done < len(calls):
+            out[calls[done]] = await self.check(calls[done])
         return out
 
-    async def check(self, args: list[str]) -> Refusal | None:
-        got = await self.run(f"cd {shlex.quote(self.dir)} && {quote([self.exe, *args, '--check'])}")
+    async def check(self, call: ProbeCall) -> Refusal | None:
+        argv = [self.exe, *probe_argv(call, check=True)]
+        got = await self.run(f"cd {shlex.quote(self.dir)} && {quote(argv)}")
         if got.status == 0:
             return None
-        cp = subprocess.CompletedProcess(
-            args,
-            got.status,
-            got.stdout.decode(errors="replace"),
-            got.stderr.decode("utf-8", "replace"),
-        )
-        return refusal_of(cp)
+        assert got.status is not None
+        stdout, stderr = got.stdout.decode(errors="replace"), got.stderr.decode("utf-8", "replace")
+        return refusal_of(got.status, stdout, stderr)
 
     async def run_case(
         self,
-        args: list[str],
+        call: ProbeCall,
         document: Path,
+        raw: bool,
         on_progress: Callable[[dict[str, Any]], None] | None,
         stop: asyncio.Event,
     ) -> ProbeOutcome:
-        """Run one case there and bring its document (and raw files) back to DOCUMENT's
-        directory. STOP set: the probe's stdin is closed, it stops and the outcome says
-        interrupted. LostError when the connection goes."""
-        args, raw = _take_raw(args)
+        """Run one case there and bring its document (and, with RAW, its raw files) back
+        to DOCUMENT's directory. STOP set: the probe's stdin is closed, it stops and the
+        outcome says interrupted. LostError when the connection goes."""
         name = document.name
-        probe_args = [*args, "--json", name, "--progress", "-", "--quiet", "--stop-on-eof"]
-        if raw:
-            probe_args += ["--raw", Path(raw).name]
+        raw_name = f"{document.stem}.raw" if raw else None
+        outputs = Outputs(name, raw_name, stop_on_eof=True)
         doc = shlex.quote(name)
         script = (
-            f"cd {shlex.quote(self.dir)} || exit {EXIT_NO_DIR}; {quote([self.exe, *probe_args])}; "
+            f"cd {shlex.quote(self.dir)} || exit {EXIT_NO_DIR}; "
+            f"{quote([self.exe, *probe_argv(call, outputs)])}; "
             f"rc=$?; printf '\\n{MARK.decode()}%s\\n' \"$rc\"; cat {doc} 2>/dev/null; "
             f'rm -f {doc}; exit "$rc"\n'
         )
@@ -229,7 +217,7 @@ class Session:
                     rc = int(line[len(MARK) :].strip() or b"-1")
                     break
                 if on_progress and line.strip():
-                    with contextlib.suppress(ValueError):  # display only
+                    with contextlib.suppress(ValueError, RecursionError):  # display only
                         on_progress(json.loads(line))
             data = await chan.read() if rc is not None else b""
             status, err = await chan.finish()
@@ -240,7 +228,7 @@ class Session:
             if status is None or status == EXIT_NO_DIR:
                 raise LostError(f"connection to {self.label} lost")
             rc = status
-        _raise_for(rc, Result(rc, b"", err))
+        raise_for_exit(rc, stderr)
         written = None
         if data.strip():
             document.write_bytes(data)
@@ -283,22 +271,3 @@ class Session:
 async def _eof_when(stop: asyncio.Event, chan: Channel) -> None:
     await stop.wait()
     chan.write_eof()
-
-
-def _take_raw(args: list[str]) -> tuple[list[str], str | None]:
-    """The runner's `--raw LOCAL_PATH` out of ARGS: the raw files go beside the document."""
-    if "--raw" in args:
-        i = args.index("--raw")
-        if i + 1 < len(args):
-            return args[:i] + args[i + 2 :], args[i + 1]
-    return args, None
-
-
-def _raise_for(rc: int, got: Result) -> None:
-    """The probe's 2, 3 and 4 as rtlab's errors, as for a local run."""
-    if rc == EXIT_UNSUPPORTED:
-        raise UnsupportedError(got.last_error("exit 3"))
-    if rc == EXIT_USAGE:
-        raise UserError(got.last_error("bad usage"))
-    if rc == EXIT_INTERNAL:
-        raise InternalError(got.last_error("rtlab-probe: internal error (exit 4)"))

@@ -17,12 +17,12 @@ probe started inside the real-time set would keep its loads there too. Hence:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rtlab.errors import UnsupportedError, UserError
+from rtlab.probecall import Option
 from rtlab.system import format_cpulist
 from rtlab.tune._apply import FOREIGN
 from rtlab.tune._cgroup import cgroup_of, cpulist, members, task_info, write_id
@@ -111,7 +111,7 @@ class Placement:
 
     partition: Partition
     start_in: str  # the cgroup.procs file (absolute) the probe process starts in
-    args: tuple[str, ...]  # probe options
+    options: tuple[Option, ...]  # what the probe is told
 
     def describe(self) -> str:
         p = self.partition
@@ -120,7 +120,7 @@ class Placement:
             return (f"partition {p.name} (cgroup v1 cpuset /{p.rt}, CPUs {cpus}): the probe "
                     f"starts in /{p.hk}, each measuring thread joins /{p.rt}; loads stay on "
                     f"the housekeeping CPUs {format_cpulist(p.hk_cpus)}")  # fmt: skip
-        back = self.args[-1].rsplit("/", 1)[0]
+        back = str(self.options[-1].value).rsplit("/", 1)[0]
         return (f"partition {p.name} (cgroup v2 /{p.rt}, CPUs {cpus}): the probe starts in "
                 f"it, each load moves to {back} (housekeeping CPUs)")  # fmt: skip
 
@@ -129,12 +129,14 @@ def placement(p: Partition) -> Placement:
     _live(p, "--partition")
     if p.version == 1:
         assert p.hk is not None
-        return Placement(p, f"/{p.hk}/cgroup.procs", ("--thread-cgroup", f"/{p.rt}/tasks"))
+        joins = Option("thread-cgroup", f"/{p.rt}/tasks", "partition")
+        return Placement(p, f"/{p.hk}/cgroup.procs", (joins,))
     h = p.hierarchy
     own = (cgroup_of(LIVE, "self", h) or "/").strip("/")
     if own == p.rt[len(p.mount) :].strip("/"):
         own = ""  # rtlab itself runs in the partition: the loads go to the root cgroup
-    return Placement(p, f"/{p.procs}", ("--load-cgroup", "/" + h.rel(own, "cgroup.procs")))
+    back = Option("load-cgroup", "/" + h.rel(own, "cgroup.procs"), "partition")
+    return Placement(p, f"/{p.procs}", (back,))
 
 
 def _pinned(case) -> list[int]:
@@ -142,10 +144,8 @@ def _pinned(case) -> list[int]:
 
 
 def _loads_on(case, cpus: set[int]) -> list[str]:
-    args = case.args
-    specs = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--load"]
     out = []
-    for spec in specs:
+    for spec in case.call.loads if case.call is not None else []:
         m = LOAD_CPUS.search(spec)
         if m and set(cpulist(m.group(1))) & cpus:
             out.append(spec)
@@ -198,22 +198,3 @@ def _refuse_loads(case, rt: set[int], name: str) -> None:
         raise UserError(f"partition {name}: case {case.index} ({case.series}: {case.name}) "
                         f"pins load {bad[0]!r} onto the real-time CPUs {format_cpulist(rt)}; "
                         "loads run on the housekeeping CPUs")  # fmt: skip
-
-
-def partition_runner(cases: list, probe_runner: Callable | None = None) -> Callable:
-    """The probe runner for run_cases: PROBE_RUNNER (default run_probe), starting the cases
-    marked by place_cases in their partition. UserError when a partition is gone."""
-    if probe_runner is None:
-        from rtlab.probe import run_probe as probe_runner
-    by_slug = {c.slug: c.params["partition"] for c in cases if c.params.get("partition")}
-    if not by_slug:
-        return probe_runner
-    placements = {n: placement(load(n)) for n in sorted(set(by_slug.values()))}
-
-    def run(args: list[str], doc: Path, on_progress=None):
-        pl = placements.get(by_slug.get(Path(doc).stem, ""))
-        if pl is None:
-            return probe_runner(args, doc, on_progress)
-        return probe_runner([*args, *pl.args], doc, on_progress, cgroup=pl.start_in)
-
-    return run

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import click
-
 from rtlab.errors import UserError
 from rtlab.system import LIVE_ROOT, parse_cpulist
-from rtlab.tune import RESTORED, Changer, Journal, apply_plan, plan, tuning_summary
-from rtlab.tune._apply import CHANGED, GONE, REFUSED_NOW
+from rtlab.tune._apply import CHANGED, GONE, REFUSED_NOW, RESTORED, Changer
+from rtlab.tune._journal import Journal
+from rtlab.tune._plan import apply_plan, plan, tuning_summary
 
 JOURNAL_KIND = "tune"
 
@@ -21,17 +20,17 @@ def measured_cpus(cases: list[Any]) -> list[int] | None:
     """The CPUs the cases pin their measuring threads to (None: no case pins any)."""
     cpus: set[int] = set()
     for c in cases:
-        args = list(c.args)
-        if "--cpus" in args and args.index("--cpus") + 1 < len(args):
-            cpus.update(parse_cpulist(args[args.index("--cpus") + 1]))
+        pinned = c.call.value("cpus") if c.call is not None else None
+        if pinned:
+            cpus.update(parse_cpulist(pinned))
     return sorted(cpus) or None
 
 
 @contextmanager
-def tuned(exp: Any, root: Path = Path("/")) -> Iterator[dict[str, Any]]:
+def tuned(exp: Any, say: Callable[[str], None], root: Path = Path("/")) -> Iterator[dict[str, Any]]:
     """Apply `rtlab tune` under ROOT (the live system) for the experiment's real-time
     CPUs; yield what was done (the record's tuning.json); reset on the way out, also on
-    ^C and errors."""
+    ^C and errors. SAY tells the user what was changed and restored."""
     path = Journal.path_for(JOURNAL_KIND)
     if Journal.load(path) is not None:
         raise UserError(
@@ -50,19 +49,18 @@ def tuned(exp: Any, root: Path = Path("/")) -> Iterator[dict[str, Any]]:
         record["summary"] = tuning_summary(outcomes)
         made = sum(o.state == CHANGED for o in outcomes)
         refused = [o for o in outcomes if o.state == REFUSED_NOW]
-        click.echo(f"--tuned: {record['summary']} ({made} change(s) made)", err=True)
+        say(f"--tuned: {record['summary']} ({made} change(s) made)")
         for o in refused:
-            click.echo(f"--tuned: refused: {o.target} ({o.detail})", err=True)
+            say(f"--tuned: refused: {o.target} ({o.detail})")
         yield record
     finally:
         outs = changer.reset()
         record["reset"] = [o.to_dict() for o in outs]
         left = [o for o in outs if o.state not in (RESTORED, GONE)]
         if left:
-            click.echo(
+            say(
                 f"--tuned: {len(left)} change(s) not restored (see `rtlab tune status`): "
-                + ", ".join(f"{o.target} ({o.state})" for o in left[:5]),
-                err=True,
+                + ", ".join(f"{o.target} ({o.state})" for o in left[:5])
             )
         else:
-            click.echo(f"--tuned: reset, {len(outs)} change(s) restored", err=True)
+            say(f"--tuned: reset, {len(outs)} change(s) restored")

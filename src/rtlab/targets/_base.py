@@ -1,0 +1,93 @@
+"""What every target offers, this machine included: the system tree the audit reads, the
+probe's catalog, a check of the cases, one case run with its progress stream and its
+documents brought back, and, where the target can, settings applied for a run
+(`--tuned`, `--partition`). Callers never ask where a target is."""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rtlab.errors import UserError
+from rtlab.probe import Catalog, ProbeOutcome, Refusal
+from rtlab.probecall import ProbeCall
+from rtlab.records import CaseRecord
+from rtlab.system import Root, audit_system
+
+if TYPE_CHECKING:
+    from rtlab.experiment import Experiment
+
+ProgressFn = Callable[[dict[str, Any]], None]
+CheckFn = Callable[[ProbeCall], Refusal | None]
+SayFn = Callable[[str], None]
+
+
+class Target(ABC):
+    """Where the cases of a run are measured."""
+
+    #: What outputs call it ("local", a targets-file name, "vm-6.1.0-rt")
+    name: str = "local"
+    #: `--tuned` and `--partition` can be applied there
+    applies_settings: bool = False
+
+    @property
+    @abstractmethod
+    def root(self) -> Root:
+        """The system tree its audit and experiment expansion read (CPUs, isolation)."""
+
+    @property
+    @abstractmethod
+    def catalog(self) -> Catalog:
+        """What its probe accepts."""
+
+    @property
+    def rt_cpus(self) -> list[int] | None:
+        """Its real-time CPUs when its definition names them (targets.toml `rt_cpus`)."""
+        return None
+
+    @property
+    def id_name(self) -> str | None:
+        """What the ids of its experiments carry besides the experiment's name."""
+        return None
+
+    def record(self) -> dict[str, Any] | None:
+        """What an experiment's manifest keeps of it (`--resume` opens it again)."""
+        return None
+
+    def audit(self, deadline_ns: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Its fingerprint (system.json) and audit (audit.json)."""
+        return audit_system(self.root, deadline_ns, self.rt_cpus)
+
+    @abstractmethod
+    def checker(self, calls: list[ProbeCall]) -> CheckFn:
+        """A check of probe calls by its probe (CALLS: every one to be checked, so that a
+        target can check them in one go)."""
+
+    def place(self, exp: Experiment, partition: str | None, say: SayFn) -> None:
+        """Put the cases where they are measured (`--partition NAME`, or a partition the
+        cases' CPUs lie in); a target without partitions refuses a NAME."""
+        if partition is not None:
+            raise UserError(f"--partition acts on this system, not on target {self.name}")
+
+    def tuned(self, exp: Experiment, say: SayFn) -> contextlib.AbstractContextManager[Any]:
+        """`--tuned`: a context applying the tuning for the run and resetting it after,
+        yielding what was done."""
+        raise UserError(f"--tuned acts on this system, not on target {self.name}")
+
+    @abstractmethod
+    def run_case(
+        self,
+        case: CaseRecord,
+        call: ProbeCall,
+        document: Path,
+        raw: Path | None,
+        on_progress: ProgressFn | None = None,
+    ) -> ProbeOutcome:
+        """Measure CASE (as CALL) there; its document ends up at DOCUMENT (and its raw
+        samples beside RAW). ^C or SIGTERM stops the probe: the outcome says interrupted."""
+
+    def close(self) -> None:  # noqa: B027 (most targets hold nothing to close)
+        """Leave nothing behind there."""
