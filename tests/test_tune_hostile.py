@@ -275,14 +275,18 @@ def test_a_special_file_swapped_in_before_apply_is_skipped(tmp_path, state, what
     assert o.state == SKIPPED and "not readable" in o.detail
 
 
-def test_a_fifo_as_a_kernel_file_under_root_does_not_block_apply(tmp_path, state, rtlab):
+@pytest.mark.parametrize("what", SPECIALS)
+def test_a_special_file_as_a_kernel_file_under_root_is_read_as_absent(tmp_path, state, rtlab,
+                                                                      what):  # fmt: skip
     if importlib.util.find_spec("rtlab._input") is None:
         pytest.skip("the system root's reader of regular files (rtlab._input) is not here yet")
     root = desktop(tmp_path)
-    special(root / STAT, "FIFO")
+    special(root / STAT, what)
     with no_hang():
-        rc, _, err = rtlab("tune", "apply", "--root", str(root), "--rt-cpus", "3", "--json")
-    assert rc in (0, 1) and "Traceback" not in err
+        rc, out, err = rtlab("tune", "apply", "--root", str(root), "--rt-cpus", "3", "--json")
+    assert rc in (0, 1) and "Traceback" not in err, err
+    assert STAT not in {o["target"] for o in json.loads(out)["outcomes"]}
+    assert rtlab("tune", "reset")[0] == 0
 
 
 def test_huge_values_in_the_tree_are_bounded(tmp_path, state, rtlab):
