@@ -43,8 +43,10 @@ def write_journal(state: Path, records: list[Any], kind: str = "tune") -> Path:
     return path
 
 
-def fresh_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """$RTLAB_STATE in TMP_PATH, no crash hook set, the fake cgroupfs's rmdir."""
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """$RTLAB_STATE in TMP_PATH, no crash hook set, the fake cgroupfs's rmdir (import it
+    as `state as state` to use it)."""
     d = tmp_path / "state"
     monkeypatch.setenv(STATE_ENV, str(d))
     monkeypatch.delenv(CRASH_AT_ENV, raising=False)

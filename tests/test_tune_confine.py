@@ -23,19 +23,14 @@ from tests._journals import (
     TIMER,
     desktop,
     files,
-    fresh_state,
     header,
     intent,
     make_outside,
     refused,
     write_journal,
 )
+from tests._journals import state as state
 from tests.conftest import make_root
-
-
-@pytest.fixture
-def state(tmp_path, monkeypatch) -> Path:
-    return fresh_state(tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize(

@@ -21,15 +21,11 @@ from rtlab.tune import CRASH_AT_ENV
 from rtlab.tune._crash import PHASES
 from rtlab.tune._partition import create
 from tests._cgroupfs import NEW_V1, NEW_V2, V1, V2, kernel, snapshot
-from tests._journals import desktop, fresh_state
+from tests._journals import desktop
+from tests._journals import state as state
 from tests.conftest import make_root
 
 SYSTEMS = Path(__file__).parent / "fixtures" / "systems"
-
-
-@pytest.fixture
-def state(tmp_path, monkeypatch) -> Path:
-    return fresh_state(tmp_path, monkeypatch)
 
 
 def killed_at(n: int, phase: str, fn: Callable[[], object]) -> bool:

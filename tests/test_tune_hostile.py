@@ -27,18 +27,13 @@ from tests._journals import (
     TIMER,
     desktop,
     files,
-    fresh_state,
     header,
     intent,
     refused,
     write_journal,
 )
+from tests._journals import state as state
 from tests.conftest import make_root
-
-
-@pytest.fixture
-def state(tmp_path, monkeypatch) -> Path:
-    return fresh_state(tmp_path, monkeypatch)
 
 
 class Hung(Exception):
