@@ -24,77 +24,26 @@ from rtlab.tune import _partition_use as use
 from rtlab.tune._cgroup import find_hierarchy, format_cpumask
 from rtlab.tune._partition import create, load, undo_changes
 from rtlab.tune._partition_use import Placement, place_cases, show
+from rtlab.tune._rootfs import RootFS
+from tests._cgroupfs import (
+    NEW_V1,
+    NEW_V2,
+    PF_KTHREAD,
+    PF_NO_SETAFFINITY,
+    V1,
+    V2,
+    fake_rmdir,
+    kernel,
+    snapshot,
+)
 from tests.conftest import make_root
 
 from ._skips import skip_setup
 
-PF_KTHREAD, PF_NO_SETAFFINITY = 0x00200000, 0x04000000
-INTERRUPTS = "           CPU0       CPU1       CPU2       CPU3\n 10:  1  2  3  4   IO-APIC  eth0\n"
-COMMON = {
-    "sys/devices/system/cpu/online": "0-3\n",
-    "proc/interrupts": INTERRUPTS,
-    "proc/irq/10/smp_affinity_list": "0-3\n",
-    "proc/irq/10/effective_affinity_list": "3\n",
-    "proc/irq/default_smp_affinity": "f\n",
-    "sys/devices/virtual/workqueue/cpumask": "f\n",
-    "sys/bus/workqueue/devices/writeback/cpumask": "f\n",
-}
-V2 = {
-    **COMMON,
-    "proc/self/mountinfo": (
-        "22 27 0:21 / /proc rw,relatime - proc proc rw\n"
-        "30 25 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
-    ),
-    "sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory pids\n",
-    "sys/fs/cgroup/cgroup.subtree_control": "cpuset cpu memory pids\n",
-    "sys/fs/cgroup/cgroup.procs": "1\n",
-    "sys/fs/cgroup/cpuset.cpus.effective": "0-3\n",
-}
-V1 = {
-    **COMMON,
-    "proc/mounts": (
-        "proc /proc proc rw 0 0\n"
-        "cgroup /sys/fs/cgroup/cpuset cgroup rw,nosuid,relatime,cpuset 0 0\n"
-    ),
-    "sys/fs/cgroup/cpuset/cpuset.cpus": "0-3\n",
-    "sys/fs/cgroup/cpuset/cpuset.mems": "0\n",
-    "sys/fs/cgroup/cpuset/cpuset.effective_mems": "0\n",
-    "sys/fs/cgroup/cpuset/cpuset.cpu_exclusive": "1\n",
-    "sys/fs/cgroup/cpuset/cpuset.sched_load_balance": "1\n",
-    "sys/fs/cgroup/cpuset/tasks": "",
-    "sys/fs/cgroup/cpuset/cgroup.procs": "",
-}
-# What a real cgroupfs puts into a new cgroup (the parts rtlab reads or writes).
-NEW_V2 = {"cgroup.procs": "", "cpuset.cpus": "\n", "cpuset.cpus.effective": "\n",
-          "cpuset.cpus.partition": "member\n", "cpuset.mems": "\n"}  # fmt: skip
-NEW_V1 = {"tasks": "", "cgroup.procs": "", "cpuset.cpus": "\n", "cpuset.mems": "\n",
-          "cpuset.cpu_exclusive": "0\n", "cpuset.sched_load_balance": "1\n",
-          "cpuset.effective_cpus": "\n"}  # fmt: skip
-
-
-def kernel(new: dict[str, str]):
-    """The fake kernel: a new cgroup directory gets its interface files."""
-
-    def made(d: Path) -> None:
-        for name, text in new.items():
-            (d / name).write_text(text)
-
-    return made
-
 
 @pytest.fixture(autouse=True)
-def cgroupfs_rmdir(monkeypatch, tmp_path):
-    """rmdir of a cgroup under tmp_path removes its interface files, as cgroupfs does."""
-    real = Path.rmdir
-
-    def rmdir(self: Path) -> None:
-        if str(self).startswith(str(tmp_path)) and "fs/cgroup" in str(self):
-            for f in self.iterdir():
-                if f.is_file():
-                    f.unlink()
-        real(self)
-
-    monkeypatch.setattr(Path, "rmdir", rmdir)
+def cgroupfs_rmdir(monkeypatch):
+    fake_rmdir(monkeypatch)
 
 
 @pytest.fixture
@@ -102,13 +51,6 @@ def state(tmp_path, monkeypatch) -> Path:
     d = tmp_path / "state"
     monkeypatch.setenv("RTLAB_STATE", str(d))
     return d
-
-
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    return {
-        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
-        for p in sorted(root.rglob("*"))
-    }
 
 
 def text(root: Path, rel: str) -> str:
@@ -380,14 +322,14 @@ def test_cli_needs_root_on_the_live_system(state, rtlab, monkeypatch):
 
 def test_cli_create_show_undo_json_on_a_tree(tmp_path, state, rtlab, monkeypatch):
     root = make_root(tmp_path, V2)
-    real = Path.mkdir
+    real = RootFS.mkdir
 
-    def mkdir(self, *a, **kw):  # the fake kernel behind the CLI
-        real(self, *a, **kw)
-        if str(self).startswith(str(root)) and "fs/cgroup" in str(self):
-            kernel(NEW_V2)(self)
+    def mkdir(self: RootFS, rel: str) -> None:  # the fake kernel behind the CLI
+        real(self, rel)
+        if not self.live and "fs/cgroup" in rel:
+            kernel(NEW_V2)(self.root / rel)
 
-    monkeypatch.setattr(Path, "mkdir", mkdir)
+    monkeypatch.setattr(RootFS, "mkdir", mkdir)
     rc, out, _ = rtlab("partition", "create", "--rt", "3", "--root", str(root), "--json")
     assert rc == 0 and json.loads(out)["state"] == "isolated"
     rc, out, _ = rtlab("partition", "create", "--rt", "2", "--root", str(root))

@@ -12,6 +12,7 @@ import click
 from rtlab.cli._common import console, line, print_json, rich_table, visible
 from rtlab.errors import UserError
 from rtlab.system import format_cpulist
+from rtlab.tune import Journal
 from rtlab.tune._apply import CHANGED, GONE, RESTORED, Outcome
 from rtlab.tune._partition import IRQ_CHECKS, Created, check_name, create, journal_path, load
 from rtlab.tune._partition import undo_changes as _undo
@@ -154,20 +155,33 @@ def run_cmd(name: str, command: tuple[str, ...]) -> int:
 def undo_cmd(name: str, as_json: bool) -> int:
     """Put back what create changed, newest first: tasks to the cgroup they came from, IRQ
     and workqueue masks, the cgroups removed. Works after a crash in the middle of
-    create. Exit status: 0 when everything is back (or there was nothing), 1 otherwise."""
+    create or of an earlier undo. Exit status: 0 when everything is back (or there was
+    nothing) and the journal removed, 1 when something is not back or the journal could
+    not be removed (e.g. immutable; said so), 2 for a damaged journal."""
     path = journal_path(check_name(name))
-    if not path.exists():
+    j = Journal.load(path)
+    if j is None or not j.entries:  # none, or create was killed before its first change
+        if j is None:
+            Journal.clear_torn(path)
+        else:
+            j.remove()
         if as_json:
             print_json({"journal": None, "outcomes": [], "restored": True})
         else:
             console().print(line(f"Nothing to undo: no partition {name!r} ({path})."))
         return 0
-    outs, complete = _undo(load(name))
+    part = load(name)
+    outs, complete = _undo(part)
     left = [o for o in outs if o.state not in (RESTORED, GONE)]
+    kept = part.journal.remove_error if complete else None
+    if kept:
+        click.echo(f"rtlab: everything put back, but the journal {visible(path)} could not "
+                   f"be removed ({kept}): remove it by hand", err=True)  # fmt: skip
     if as_json:
         print_json({"journal": str(path), "outcomes": [o.to_dict() for o in outs],
-                    "restored": complete, "journal_kept": path.exists()})  # fmt: skip
-        return 0 if complete else 1
+                    "restored": complete, "journal_kept": not complete or kept is not None,
+                    "journal_error": kept})  # fmt: skip
+        return 0 if complete and not kept else 1
     out = console()
     tally: dict[str, int] = {}
     for o in outs:
@@ -178,6 +192,10 @@ def undo_cmd(name: str, as_json: bool) -> int:
                              [_row(o) for o in left], right_from=99))  # fmt: skip
         out.print(line((f"{len(left)} change(s) not put back", "bold red"),
                        f"; the journal is kept: {visible(path)}"))  # fmt: skip
+        return 1
+    if kept:
+        out.print(line(f"Everything put back ({len(outs)} change(s)); ",
+                       (f"the journal could not be removed ({kept})", "bold red")))  # fmt: skip
         return 1
     out.print(line(f"Everything put back ({len(outs)} change(s)); journal removed."))
     return 0

@@ -297,27 +297,36 @@ def status_cmd(root_dir: str | None, as_json: bool) -> int:
 def reset_cmd(root_dir: str | None, as_json: bool) -> int:
     """Put back every journalled value that is still rtlab's, newest first.
 
-    Works after a crash in the middle of apply. Values changed by someone else since are
-    reported and left alone, and the journal is kept for them. Exit status: 0 when
-    everything was restored (or there was nothing to restore), 1 otherwise, 2 on bad input.
+    Works after a crash in the middle of apply or of an earlier reset. Values changed by
+    someone else since are reported and left alone, and the journal is kept for them.
+    Exit status: 0 when everything was restored (or there was nothing to restore) and
+    the journal removed, 1 when something was not restored or the journal could not be
+    removed (e.g. immutable; said so), 2 on bad input or a damaged journal.
     """
     j, path = _journal(root_dir)
     outs: list[Outcome] = []
-    if j is not None:
+    if j is None:
+        Journal.clear_torn(path)
+    else:
         changer = _changer(j)
         outs = changer.reset()
         for o in outs:
             if o.op == "file" and o.state == RESTORED:
                 o.current = changer.read(o.target)  # what is there now, not what was
     left = [o for o in outs if o.state not in (RESTORED, GONE)]
+    kept = j.remove_error if j is not None and not left else None
+    if kept:
+        click.echo(f"rtlab: everything restored, but the journal {visible(path)} could not be "
+                   f"removed ({kept}): remove it by hand", err=True)  # fmt: skip
     if as_json:
         print_json({
             "journal": str(path) if j else None,
             "outcomes": [o.to_dict() for o in outs],
             "restored": not left,
-            "journal_kept": path.exists(),
+            "journal_kept": j is not None and (bool(left) or kept is not None),
+            "journal_error": kept,
         })  # fmt: skip
-        return 1 if left else 0
+        return 1 if left or kept else 0
     out = console()
     if j is None:
         out.print(line(f"Nothing to reset: no journal at {path}."))
@@ -327,6 +336,10 @@ def reset_cmd(root_dir: str | None, as_json: bool) -> int:
     if left:
         out.print(line((f"{len(left)} change(s) not restored", "bold red"),
                        f"; the journal is kept: {path}"))  # fmt: skip
+        return 1
+    if kept:
+        out.print(line(f"Everything restored ({len(outs)} change(s)); ",
+                       (f"the journal could not be removed ({kept})", "bold red")))  # fmt: skip
         return 1
     out.print(line(f"Everything restored ({len(outs)} change(s)); journal removed."))
     return 0

@@ -4,7 +4,6 @@ from rtlab.tune._apply import (
     ALREADY,
     CHANGED,
     COMPARE,
-    CRASH_ENV,
     FAILED,
     FOREIGN,
     GONE,
@@ -16,6 +15,7 @@ from rtlab.tune._apply import (
     Outcome,
     normalize,
 )
+from rtlab.tune._crash import CRASH_AT_ENV, CRASH_ENV
 from rtlab.tune._journal import STATE_ENV, Entry, Journal, state_dir
 from rtlab.tune._partition import Partition
 from rtlab.tune._partition import create as create_partition
@@ -27,6 +27,7 @@ __all__ = [
     "ALREADY",
     "CHANGED",
     "COMPARE",
+    "CRASH_AT_ENV",
     "CRASH_ENV",
     "FAILED",
     "FOREIGN",

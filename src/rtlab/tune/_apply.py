@@ -17,16 +17,19 @@ on the live system, which takes the bracketed word back.
 from __future__ import annotations
 
 import os
-import signal
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rtlab.system import parse_cpulist, parse_cpumask
-from rtlab.tune._journal import DONE, REFUSED, Entry, Journal
+from rtlab.system import parse_cpumask
+from rtlab.tune import _crash
+from rtlab.tune._journal import DONE, PENDING, REFUSED, Entry, Journal
+from rtlab.tune._rootfs import MAX_READ_BYTES, RootFS
+from rtlab.tune._schema import COMPARE, parse_cpus
 
-COMPARE = ("text", "int", "mask", "list", "choice")
-CRASH_ENV = "RTLAB_TUNE_CRASH_AFTER"  # tests: SIGKILL apply after its Nth change
+MAX_VALUE_BYTES = 8 << 10  # a kernel value tune changes (a mask of 8192 CPUs is 2.3 KB)
+MAX_NOTE = 512  # characters of a check, reason or task name in the journal
 
 # What became of one change.
 CHANGED, ALREADY, REFUSED_NOW, SKIPPED = "changed", "already", "refused", "skipped"
@@ -42,7 +45,7 @@ OURS, RESTORED, FOREIGN, GONE, FAILED = (
 
 def normalize(compare: str, text: str | None) -> Any:
     """TEXT as COMPARE sees it; None when unreadable or unparsable."""
-    if text is None:
+    if text is None or len(text) > MAX_VALUE_BYTES:
         return None
     t = text.strip()
     try:
@@ -52,8 +55,8 @@ def normalize(compare: str, text: str | None) -> Any:
             cpus = parse_cpumask(t)
             return None if cpus is None else frozenset(cpus)
         if compare == "list":
-            return frozenset(parse_cpulist(t))
-    except Exception:  # any unparsable value is "not this value"
+            return frozenset(parse_cpus(t))
+    except ValueError:  # an unparsable value is "not this value"
         return None
     if compare == "choice" and "[" in t and "]" in t:
         return t[t.index("[") + 1 : t.index("]")]
@@ -82,37 +85,45 @@ def _task_start(pid: int) -> str | None:
     """A task's start time (field 22 of /proc/PID/stat): tells a reused PID apart."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return text[text.rindex(")") + 2 :].split()[19]
+    except (OSError, ValueError, IndexError):
         return None
-    return text[text.rindex(")") + 2 :].split()[19]
+
+
+def _note(text: str) -> str:
+    return text[:MAX_NOTE]
 
 
 class Changer:
-    """Makes changes under ROOT ("/" or a fake tree), each journalled before it is made."""
+    """Makes changes under ROOT ("/" or a fake tree), each journalled before it is made,
+    every file reached through a RootFS: confined to ROOT, written on the live root only
+    under /proc, /sys and WRITABLE (a partition's cgroup mount)."""
 
-    def __init__(self, root: Path, journal: Journal) -> None:
-        self.root = root
+    def __init__(self, root: Path, journal: Journal, writable: Iterable[str] = ()) -> None:
+        self.root = Path(root)
         self.journal = journal
-        self.live = root.resolve() == Path("/")
-        crash = os.environ.get(CRASH_ENV)
-        self.crash_after = int(crash) if crash and crash.isdigit() else None
+        self.fs = RootFS(self.root, writable)
+        self.live = self.fs.live
         self.changes = 0
 
     def path(self, rel: str) -> Path:
         return self.root / rel.lstrip("/")
 
-    def read(self, rel: str) -> str | None:
+    def read(self, rel: str, limit: int = MAX_READ_BYTES) -> str | None:
         try:
-            return self.path(rel).read_text(errors="replace")
+            return self.fs.read(rel, limit)
         except OSError:
             return None
 
-    def _write(self, rel: str, text: str) -> None:
-        fd = os.open(self.path(rel), os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+    def _value(self, rel: str) -> tuple[str | None, str]:
+        """(the value of REL, "") or (None, why it cannot be read)."""
         try:
-            os.write(fd, text.encode())
-        finally:
-            os.close(fd)
+            return self.fs.read(rel, MAX_VALUE_BYTES), ""
+        except OSError as e:
+            return None, e.strerror or str(e)
+
+    def _write(self, rel: str, text: str) -> None:
+        self.fs.write(rel, text)
 
     def _attempt(
         self, entry: Entry, out: Outcome, change: Any, readback: str | None = None
@@ -128,30 +139,42 @@ class Changer:
         self._made()
         detail = {}
         if readback is not None:
-            out.current = detail["readback"] = self.read(readback)
+            out.current = detail["readback"] = self._value(readback)[0]
         self.journal.outcome(entry, DONE, **detail)
         out.state = CHANGED
         return out
 
     def _made(self) -> None:
         self.changes += 1
-        if self.crash_after is not None and self.changes >= self.crash_after:
-            os.kill(os.getpid(), signal.SIGKILL)  # the crash tests simulate: no outcome line
+        _crash.after_changes(self.changes)  # the crash tests: no outcome line
 
     def file(self, rel: str, new: str, *, compare: str, check: str = "", why: str = "") -> Outcome:
         """Write NEW to ROOT/REL unless it already holds it."""
         assert compare in COMPARE, compare
-        current = self.read(rel)
+        current, why_not = self._value(rel)
         out = Outcome("file", rel, ALREADY, current, new, current, check, why)
         if current is None:
-            out.state, out.detail = SKIPPED, "not readable"
+            out.state, out.detail = SKIPPED, f"not readable ({why_not})"
             return out
         if normalize(compare, current) == normalize(compare, new):
             return out
         entry = self.journal.intend(
-            "file", path=rel, original=current, new=new, compare=compare, check=check, why=why
-        )
+            "file", path=rel, original=current, new=new, compare=compare, check=_note(check),
+            why=_note(why),
+        )  # fmt: skip
         return self._attempt(entry, out, lambda: self._write(rel, new), readback=rel)
+
+    def put_back(self, rel: str) -> None:
+        """Write back at once the original of REL's newest change (the kernel took the
+        write but holds another value); status and reset show where it stands."""
+        e = self.journal.latest("file", "path", rel)
+        if e is None:
+            return
+        self.journal.undoing(e)
+        try:
+            self._write(rel, self._restorable(e))
+        except OSError:
+            return  # still the kernel's value: reset tries again
 
     def affinity(self, pid: int, cpus: list[int], *, comm: str = "", check: str = "",
                  why: str = "") -> Outcome:  # fmt: skip
@@ -172,18 +195,23 @@ class Changer:
             out.state = ALREADY
             return out
         entry = self.journal.intend(
-            "affinity", pid=pid, start=start, comm=comm, original=out.original, new=out.new,
-            compare="list", check=check, why=why,
+            "affinity", pid=pid, start=start, comm=_note(comm), original=out.original,
+            new=out.new, compare="list", check=_note(check), why=_note(why),
         )  # fmt: skip
         return self._attempt(entry, out, lambda: os.sched_setaffinity(pid, cpus))
 
     def mkdir(self, rel: str, *, check: str = "", why: str = "") -> Outcome:
         """Create the directory ROOT/REL (a cgroup); reset removes it."""
         out = Outcome("mkdir", rel, ALREADY, check=check, why=why)
-        if self.path(rel).is_dir():
+        try:
+            there = self.fs.kind_of(rel)
+        except OSError as e:
+            out.state, out.detail = REFUSED_NOW, e.strerror or str(e)
             return out
-        entry = self.journal.intend("mkdir", path=rel, check=check, why=why)
-        return self._attempt(entry, out, lambda: self.path(rel).mkdir())
+        if there == "dir":
+            return out
+        entry = self.journal.intend("mkdir", path=rel, check=_note(check), why=_note(why))
+        return self._attempt(entry, out, lambda: self.fs.mkdir(rel))
 
     def move(self, pid: int, to: str, origin: str, *, comm: str = "", check: str = "",
              why: str = "") -> Outcome:  # fmt: skip
@@ -192,9 +220,9 @@ class Changer:
         target = f"pid {pid} ({comm})" if comm else f"pid {pid}"
         out = Outcome("move", target, SKIPPED, origin, to, check=check, why=why)
         start = _task_start(pid) if self.live else None
-        entry = self.journal.intend(
-            "move", pid=pid, start=start, comm=comm, original=origin, new=to, check=check, why=why
-        )
+        entry = self.journal.intend("move", pid=pid, start=start, comm=_note(comm),
+                                    original=origin, new=to, check=_note(check),
+                                    why=_note(why))  # fmt: skip
         return self._attempt(entry, out, lambda: self._write(to, str(pid)))
 
     # --- state and undo -----------------------------------------------------------------
@@ -205,16 +233,7 @@ class Changer:
         out = Outcome(e.op, e.get("path") or f"pid {e.get('pid')}", OURS, e.get("original"),
                       e.get("new"), None, e.get("check", ""), e.get("why", ""))  # fmt: skip
         if e.op == "file":
-            out.current = self.read(e["path"])
-            cur = normalize(e["compare"], out.current)
-            if out.current is None:
-                out.state = GONE
-            elif cur == normalize(e["compare"], e["new"]):
-                out.state = OURS
-            elif cur == normalize(e["compare"], e["original"]):
-                out.state = RESTORED
-            else:
-                out.state = FOREIGN
+            self._file_state(e, out)
         elif e.op == "affinity":
             pid = int(e["pid"])
             out.target = f"pid {pid} ({e.get('comm', '')})"
@@ -232,7 +251,12 @@ class Changer:
                 else RESTORED if cur == normalize("list", e["original"]) else FOREIGN
             )  # fmt: skip
         elif e.op == "mkdir":
-            out.state = OURS if self.path(e["path"]).is_dir() else RESTORED
+            try:
+                there = self.fs.kind_of(e["path"])
+            except OSError as err:
+                out.state, out.detail = FAILED, err.strerror or str(err)
+                return out
+            out.state = OURS if there == "dir" else RESTORED if there is None else FOREIGN
         elif e.op == "move":
             pid = int(e["pid"])
             out.target = f"pid {pid} ({e.get('comm', '')})"
@@ -243,21 +267,44 @@ class Changer:
             out.state = OURS if str(pid) in members else FOREIGN
         return out
 
+    def _file_state(self, e: Entry, out: Outcome) -> None:
+        """A file change's state. A change in flight when a crash came (an intent without
+        its outcome, or a restore begun) is rtlab's while the file holds a value cut short
+        (a beginning of what was being written) or no valid value at all."""
+        cur, why_not = self._value(e["path"])
+        out.current = cur
+        if cur is None:
+            out.state, out.detail = GONE, f"not readable ({why_not})"
+            return
+        compare, now = e["compare"], normalize(e["compare"], cur)
+        writing = [e["new"]] if e.state == PENDING else []
+        writing += [self._restorable(e)] if e.undoing else []
+        if cur == e["original"]:
+            out.state = RESTORED
+        elif now is not None and now == normalize(compare, e["new"]):
+            out.state = OURS
+        elif writing and (now is None or any(w.startswith(cur) for w in writing)):
+            out.state, out.detail = OURS, "cut short by a crash"
+        elif now is not None and now == normalize(compare, e["original"]):
+            out.state = RESTORED
+        else:
+            out.state = FOREIGN
+
     def undo(self, e: Entry) -> Outcome:
         """Put back what E changed, when it is still rtlab's."""
         out = self.state_of(e)
         if out.state != OURS:
             if out.state == GONE and e.op == "file":
                 out.state = FAILED
-                out.detail = "the file is no longer readable"
             return out
         try:
             if e.op == "file":
+                self.journal.undoing(e)
                 self._write(e["path"], self._restorable(e))
             elif e.op == "affinity":
-                os.sched_setaffinity(int(e["pid"]), parse_cpulist(e["original"]))
+                os.sched_setaffinity(int(e["pid"]), parse_cpus(e["original"]))
             elif e.op == "mkdir":
-                self.path(e["path"]).rmdir()
+                self.fs.rmdir(e["path"])
             elif e.op == "move":
                 self._write(e["original"], str(e["pid"]))
         except OSError as e2:

@@ -19,7 +19,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from rtlab.system import format_cpulist, parse_cpulist
+from rtlab.errors import UserError
+from rtlab.system import format_cpulist
+from rtlab.tune._rootfs import check_rel, open_nofollow, read_under
+from rtlab.tune._schema import parse_cpus
 
 PF_KTHREAD = 0x00200000
 PF_NO_SETAFFINITY = 0x04000000  # per-CPU kernel threads: the kernel refuses to move them
@@ -54,10 +57,8 @@ def _unescape(field: str) -> str:
 
 
 def _read(root: Path, rel: str) -> str | None:
-    try:
-        return (root / rel).read_text(errors="replace")
-    except OSError:
-        return None
+    """ROOT/REL's text (bounded, a regular file inside ROOT), or None."""
+    return read_under(root, rel)
 
 
 def mounts(root: Path) -> list[tuple[str, str, list[str]]]:
@@ -86,6 +87,10 @@ def find_hierarchy(root: Path) -> Hierarchy | None:
     v2 = None
     for point, fstype, opts in mounts(root):
         rel = point.strip("/")
+        try:
+            check_rel(rel)
+        except ValueError:
+            continue  # "/" itself, or a mount point rtlab would not write under
         if fstype == "cgroup" and "cpuset" in opts:
             return Hierarchy(1, rel)
         if fstype == "cgroup2" and v2 is None:
@@ -126,14 +131,19 @@ def task_info(root: Path, tid: int) -> tuple[str, int] | None:
 
 
 def online_cpus(root: Path) -> list[int]:
-    return parse_cpulist(_read(root, "sys/devices/system/cpu/online") or "")
+    """The online CPUs (UserError when the file does not hold a CPU list)."""
+    text = _read(root, "sys/devices/system/cpu/online") or ""
+    try:
+        return parse_cpus(text)
+    except ValueError as e:
+        raise UserError(f"{root}/sys/devices/system/cpu/online: {e}") from None
 
 
 def cpulist(text: str | None) -> list[int]:
     """A CPU list as the kernel prints it; [] for nothing or garbage."""
     try:
-        return parse_cpulist((text or "").strip())
-    except Exception:  # a value we cannot read is no CPUs
+        return parse_cpus((text or "").strip())
+    except ValueError:  # a value we cannot read is no CPUs
         return []
 
 
@@ -152,8 +162,9 @@ def format_cpumask(cpus: list[int] | set[int]) -> str:
 
 
 def write_id(path: str | os.PathLike, task: int) -> None:
-    """Write one task ID into a tasks/cgroup.procs file (0: the calling task)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    """Write one task ID into a tasks/cgroup.procs file (0: the calling task); the file
+    must be a regular file, not a symbolic link (OSError otherwise)."""
+    fd = open_nofollow(path, os.O_WRONLY)
     try:
         os.write(fd, str(task).encode())
     finally:

@@ -17,14 +17,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rtlab.errors import UnsupportedError, UserError
-from rtlab.system import format_cpulist, parse_cpulist
+from rtlab.system import format_cpulist
 from rtlab.tune._apply import (
     ALREADY,
     CHANGED,
@@ -40,15 +39,15 @@ from rtlab.tune._cgroup import (
     Hierarchy,
     find_hierarchy,
     members,
+    mounts,
     online_cpus,
     task_info,
-    write_id,
 )
 from rtlab.tune._journal import DONE, REFUSED, Entry, Journal, state_dir
+from rtlab.tune._rootfs import LIVE_WRITABLE, RootFS, under
+from rtlab.tune._schema import CONTROLLER, META, NAME_RE, parse_cpus
 
 KIND = "partition-{}"
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-META, CONTROLLER = "partition", "controller"  # journal ops of their own (see undo)
 MOVE_PASSES = 3  # re-read the root's tasks: a task may fork while the others move
 IRQ_CHECKS = ("irq.affinity", "irq.default_affinity", "workqueue.cpumask", "workqueue.writeback")
 
@@ -130,7 +129,8 @@ def names(where: Path | None = None) -> list[str]:
 
 
 def load(name: str, where: Path | None = None) -> Partition:
-    """The partition NAME from its journal; UserError when there is none."""
+    """The partition NAME from its journal (checked, see _schema.py); UserError when there
+    is none or it is damaged."""
     path = journal_path(name, where)
     j = Journal.load(path)
     if j is None:
@@ -139,20 +139,36 @@ def load(name: str, where: Path | None = None) -> Partition:
     meta = next((e for e in reversed(j.entries) if e.op == META), None)
     if meta is None:
         raise UserError(f"{path}: not a partition journal (no {META!r} record)")
-    try:
-        return Partition(str(meta["name"]), int(meta["version"]), str(meta["mount"]),
-                         str(meta["rt"]), meta.get("hk"), parse_cpulist(meta["rt_cpus"]),
-                         parse_cpulist(meta["hk_cpus"]), Path(j.header["root"]), j,
-                         str(meta.get("mode", "")))  # fmt: skip
-    except (KeyError, TypeError, ValueError) as e:
-        raise UserError(f"{path}: damaged partition record ({e})") from None
+    p = Partition(meta["name"], meta["version"], meta["mount"], meta["rt"], meta["hk"],
+                  parse_cpus(meta["rt_cpus"]), parse_cpus(meta["hk_cpus"]),
+                  Path(j.header["root"]), j, meta["mode"])  # fmt: skip
+    _check_mount(p, path)
+    return p
+
+
+def _check_mount(p: Partition, path: Path) -> None:
+    """On the live root, a mount outside /proc and /sys is written only while it is a
+    cgroup mount of the mount table."""
+    if p.root != Path("/") or under(p.mount, LIVE_WRITABLE):
+        return
+    fs = "cgroup" if p.version == 1 else "cgroup2"
+    if not any(point.strip("/") == p.mount and t == fs for point, t, _ in mounts(p.root)):
+        raise UserError(f"{path}: /{p.mount} is not a {fs} mount (the journal's mount)")
+
+
+def changer(p: Partition) -> Changer:
+    """The Changer of partition P: its root, writable under its cgroup mount too."""
+    return Changer(p.root, p.journal, (p.mount,))
 
 
 # --- create -------------------------------------------------------------------------------
 
 
 def _rt_cpus(text: str, online: list[int]) -> list[int]:
-    rt = parse_cpulist(text)
+    try:
+        rt = parse_cpus(text)
+    except ValueError as e:
+        raise UserError(f"--rt {text}: {e}") from None
     if not rt:
         raise UserError("--rt: no CPU given")
     offline = sorted(set(rt) - set(online))
@@ -186,20 +202,23 @@ def create(
     rt = _rt_cpus(rt_text, online)
     hk = sorted(set(online) - set(rt))
     path = journal_path(name, where)
-    if path.exists():
+    j = Journal.load(path)
+    if j is not None and not j.entries:
+        j.remove()  # a create killed before its first change: nothing to undo
+    elif j is not None:
         raise UserError(f"partition {name!r} exists already (journal {path}): "
                         f"`rtlab partition undo --name {name}` first")  # fmt: skip
     hk_dir = h.rel(f"{name}-hk") if h.version == 1 else None
-    with hierarchy_lock(root / h.mount):
+    with hierarchy_lock(root, h.mount):
         return _create_locked(root, h, name, rt, hk, hk_dir, where, after_mkdir)
 
 
 @contextlib.contextmanager
-def hierarchy_lock(mount: Path) -> Iterator[None]:
+def hierarchy_lock(root: Path, mount: str) -> Iterator[None]:
     """One create or undo at a time on a hierarchy, whatever the state directory: an
     exclusive flock on the mount's directory (released when the process ends)."""
     try:
-        fd = os.open(mount, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = RootFS(root).open_dir(mount)
     except OSError:
         yield
         return
@@ -211,8 +230,13 @@ def hierarchy_lock(mount: Path) -> Iterator[None]:
 
 
 def _create_locked(root, h, name, rt, hk, hk_dir, where, after_mkdir) -> Created:
+    fs = RootFS(root)
     for d in (h.rel(name), hk_dir):
-        if d and (root / d).exists():
+        try:
+            there = fs.kind_of(d) if d else None
+        except OSError as e:
+            raise UserError(f"/{d}: {e.strerror or e}") from None
+        if there is not None:
             raise UserError(f"/{d} exists already and is not rtlab's: choose another --name")
     journal = Journal.open_or_create(KIND.format(name), "/" if root == Path("/") else str(root),
                                      where)  # fmt: skip
@@ -220,7 +244,7 @@ def _create_locked(root, h, name, rt, hk, hk_dir, where, after_mkdir) -> Created
                      "exclusive" if h.version == 1 else "isolated")  # fmt: skip
     meta = journal.intend(META, **part.meta())
     journal.outcome(meta, DONE)
-    ch = Changer(root, journal)
+    ch = changer(part)
     res = Created(part)
     try:
         if h.version == 1:
@@ -326,7 +350,7 @@ def _enable_cpuset(ch: Changer, control: str) -> Outcome:
     entry = ch.journal.intend(CONTROLLER, path=control, controller="cpuset",
                               original=out.original, new="+cpuset")  # fmt: skip
     try:
-        write_text(ch.path(control), "+cpuset")
+        ch.fs.write(control, "+cpuset")
     except OSError as e:
         ch.journal.outcome(entry, REFUSED, error=e.strerror or str(e))
         out.state, out.detail = "refused", e.strerror or str(e)
@@ -335,11 +359,6 @@ def _enable_cpuset(ch: Changer, control: str) -> Outcome:
     out.current = ch.read(control)
     ch.journal.outcome(entry, DONE, readback=out.current)
     return out
-
-
-def write_text(path: Path, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
 
 
 def _irqs_and_workqueues(ch: Changer, p: Partition, res: Created) -> None:
@@ -384,7 +403,7 @@ def _undo_controller(ch: Changer, e: Entry) -> Outcome:
     if out.state != OURS:
         return out
     try:
-        write_text(ch.path(e["path"]), "-cpuset")
+        ch.fs.write(e["path"], "-cpuset")
     except OSError as err:
         out.state, out.detail = "failed", err.strerror or str(err)
         return out
@@ -392,16 +411,16 @@ def _undo_controller(ch: Changer, e: Entry) -> Outcome:
     return out
 
 
-def sweep(p: Partition) -> tuple[int, list[str]]:
+def sweep(ch: Changer, p: Partition) -> tuple[int, list[str]]:
     """Tasks that entered our cgroups after create (children of moved tasks, `partition
     run`, the probe): back to the root of the hierarchy, where everything came from."""
     h, moved, failed = p.hierarchy, 0, []
     name = "tasks" if p.version == 1 else "cgroup.procs"
-    dest = p.path(h.rel(name))
+    dest = h.rel(name)
     for d in reversed(created_dirs(p)):
         for tid in members(p.root, f"{d}/{name}"):
             try:
-                write_id(dest, tid)
+                ch.fs.write(dest, str(tid))
                 moved += 1
             except OSError as e:
                 if task_info(p.root, tid) is not None:
@@ -413,12 +432,12 @@ def undo_changes(p: Partition) -> tuple[list[Outcome], bool]:
     """Put back every journalled change, newest first; the journal is removed when all are
     back (or gone). Files inside a cgroup rtlab created go with its rmdir."""
     need_root(p.root, "partition undo")
-    with hierarchy_lock(p.root / p.mount):
+    with hierarchy_lock(p.root, p.mount):
         return _undo_locked(p)
 
 
 def _undo_locked(p: Partition) -> tuple[list[Outcome], bool]:
-    ch = Changer(p.root, p.journal)
+    ch = changer(p)
     dirs = created_dirs(p)
     outs: list[Outcome] = []
     inner: list[tuple[Entry, int]] = []
@@ -428,7 +447,7 @@ def _undo_locked(p: Partition) -> tuple[list[Outcome], bool]:
         if e.op == META:
             continue
         if not swept and (e.op in ("mkdir", CONTROLLER) or _inside(e.get("path", ""), dirs)):
-            n, failed = sweep(p)
+            n, failed = sweep(ch, p)
             swept = True
             if n or failed:
                 outs.append(Outcome("sweep", "tasks that joined later", RESTORED if not failed
@@ -448,12 +467,12 @@ def _undo_locked(p: Partition) -> tuple[list[Outcome], bool]:
     for e, out in foreign:  # after the sweep, which brings back what entered our cgroups
         if e["pid"] in members(p.root, e["original"]):
             out.state = RESTORED  # back where it was (a move that never happened, or swept)
-        elif not p.path(e["new"]).exists():
+        elif _absent(ch, e["new"]):
             out.state, out.detail = GONE, "moved elsewhere by someone else; our cgroup is gone"
         else:
             out.detail = "moved elsewhere by someone else since: left alone"
     for e, i in inner:  # settled by the rmdir of their cgroup, which came after them
-        gone = not any((p.root / d).exists() for d in dirs if e["path"].startswith(d + "/"))
+        gone = all(_absent(ch, d) for d in dirs if e["path"].startswith(d + "/"))
         outs[i].state = RESTORED if gone else "failed"
         outs[i].detail = "removed with its cgroup" if gone else "its cgroup is still there"
     complete = all(o.state in (RESTORED, GONE) for o in outs)
@@ -462,9 +481,16 @@ def _undo_locked(p: Partition) -> tuple[list[Outcome], bool]:
     return outs, complete
 
 
+def _absent(ch: Changer, rel: str) -> bool:
+    try:
+        return ch.fs.kind_of(rel) is None
+    except OSError:
+        return False  # it leads out of the root: not ours to judge
+
+
 def status(p: Partition) -> list[Outcome]:
     """Where every journalled change stands now, oldest first."""
-    ch = Changer(p.root, p.journal)
+    ch = changer(p)
     out = []
     for e in reversed(list(p.journal.applied())):
         if e.op == META:

@@ -8,7 +8,6 @@ a Changer (journal first) and moves the tasks (live system only).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,7 +205,7 @@ def apply_plan(plan: Plan, changer: Changer) -> list[Outcome]:
         o = changer.file(w.path, w.new, compare=w.compare, check=w.check, why=w.why)
         if o.state == CHANGED and normalize(w.compare, o.current) != normalize(w.compare, w.new):
             held = (o.current or "").strip()
-            _put_back(changer, w.path, o.original or "")
+            changer.put_back(w.path)
             o.state, o.detail = REFUSED_NOW, f"the kernel holds {held!r}: put back"
             o.current = changer.read(w.path)
         outs.append(o)
@@ -227,19 +226,6 @@ def _refused_before(journal: Journal, w: Write) -> str | None:
             return f"the kernel held {readback.strip()!r}"
         return None  # the newest attempt went through
     return None
-
-
-def _put_back(changer: Changer, rel: str, text: str) -> None:
-    try:
-        fd = os.open(changer.path(rel), os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.write(fd, text.encode())
-    except OSError:
-        pass  # status and reset show where it stands
-    finally:
-        os.close(fd)
 
 
 def not_made(outcomes: list[Outcome]) -> list[Outcome]:
