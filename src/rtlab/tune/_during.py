@@ -64,3 +64,7 @@ def tuned(exp: Any, say: Callable[[str], None], root: Path = Path("/")) -> Itera
             )
         else:
             say(f"--tuned: reset, {len(outs)} change(s) restored")
+        if journal.remove_error:
+            record["journal_error"] = journal.remove_error
+            say(f"--tuned: the journal {journal.path} could not be removed "
+                f"({journal.remove_error}): remove it by hand")  # fmt: skip

@@ -28,6 +28,7 @@ from rtlab.tune._apply import FOREIGN
 from rtlab.tune._cgroup import cgroup_of, cpulist, members, task_info, write_id
 from rtlab.tune._journal import REFUSED
 from rtlab.tune._partition import Partition, created_dirs, load, names, status
+from rtlab.tune._rootfs import read_under
 
 LIVE = Path("/")
 MAX_LISTED = 50  # tasks listed by show (the count stays exact)
@@ -78,10 +79,9 @@ def show(p: Partition) -> dict[str, Any]:
 
 
 def _read(p: Partition, rel: str) -> str | None:
-    try:
-        return p.path(rel).read_text(errors="replace").strip()
-    except OSError:
-        return None
+    """A cgroup file of the partition, bounded, never through a link or from a FIFO."""
+    text = read_under(p.root, rel)
+    return None if text is None else text.strip()
 
 
 def _live(p: Partition, what: str) -> None:
