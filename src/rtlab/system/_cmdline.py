@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rtlab.errors import UserError
-from rtlab.system._cpus import parse_cpulist
+from rtlab.system._cpus import cpulist_or_none
+
+__all__ = ["ISOLCPUS_FLAGS", "Cmdline", "cpulist_or_none", "parse_isolcpus", "split_cmdline"]
 
 
 def _norm(name: str) -> str:
@@ -76,13 +77,6 @@ class Cmdline:
         if value is None:
             return None
         return parse_isolcpus(value)
-
-
-def cpulist_or_none(value: str) -> list[int] | None:
-    try:
-        return parse_cpulist(value)
-    except UserError:
-        return None
 
 
 ISOLCPUS_FLAGS = ("nohz", "domain", "managed_irq")
