@@ -144,6 +144,7 @@ class Follower:
         self.inode: int | None = None
         self.partial = b""
         self.skipping = False  # inside a line longer than MAX_LINE_BYTES
+        self.at_end = False  # the last poll read to the end of the file
 
     def _open(self) -> bool:
         try:
@@ -186,15 +187,17 @@ class Follower:
     def poll(self) -> list[dict[str, Any]]:
         """The events written since the last call (those of a replaced file first), at
         most MAX_POLL_BYTES of them: the rest come at the next call."""
+        self.at_end = True
         if self.file is None and not self._open():
             return []
         try:  # asked first: once the file is replaced, the old one is complete
             replaced = os.stat(self.path).st_ino != self.inode
         except OSError:
             replaced = False
-        events, at_end = self._drain()
-        if replaced and at_end and self._open():
-            events += self._drain()[0]
+        events, self.at_end = self._drain()
+        if replaced and self.at_end and self._open():
+            more, self.at_end = self._drain()
+            events += more
         return events
 
 
@@ -254,8 +257,11 @@ def read_state(path: Path) -> WatchState:
     state = WatchState()
     f = Follower(path)
     try:
-        for event in f.poll():
-            state.apply(event)
+        while True:
+            for event in f.poll():
+                state.apply(event)
+            if f.at_end:
+                break
     finally:
         f.close()
     return state

@@ -17,13 +17,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rtlab._output import csv_text, json_text, visible
+from rtlab._output import csv_text, json_text
+from rtlab._output import visible as visible  # re-exported for the commands
 from rtlab.errors import UserError
 from rtlab.records import MAX_DEADLINE_NS
 from rtlab.store import Store
 from rtlab.units import format_ns, parse_duration_ns
-
-__all__ = ["visible"]  # re-exported for the commands
 
 EXIT_THRESHOLD = 1
 EXIT_USAGE = 2

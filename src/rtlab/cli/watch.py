@@ -403,8 +403,12 @@ def _follow(follower: Follower, state: WatchState, view: View) -> str:
         if state.case is None and empty < EMPTY_S:
             empty += POLL_S
         elif not state.running:
-            for e in follower.poll():  # what it wrote before it stopped
-                state.apply(e)
-                view.event(e, state)
+            while True:  # what it wrote before it stopped, to the end
+                for e in follower.poll():
+                    state.apply(e)
+                    view.event(e, state)
+                if follower.at_end:
+                    break
             return "ended" if state.ended else "stopped"
-        time.sleep(POLL_S)
+        if follower.at_end:
+            time.sleep(POLL_S)

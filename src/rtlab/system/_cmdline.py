@@ -6,8 +6,6 @@ from dataclasses import dataclass
 
 from rtlab.system._cpus import cpulist_or_none
 
-__all__ = ["ISOLCPUS_FLAGS", "Cmdline", "cpulist_or_none", "parse_isolcpus", "split_cmdline"]
-
 
 def _norm(name: str) -> str:
     # The kernel treats '-' and '_' in parameter names alike.

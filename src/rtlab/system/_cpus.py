@@ -15,6 +15,7 @@ ASCII digits are numbers. So no list costs more than 8192 CPUs of memory and tim
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from rtlab.errors import UserError
 
@@ -59,9 +60,13 @@ def parse_cpulist(text: str) -> list[int]:
     CPU number of MAX_CPUS or more."""
     if len(text) > MAX_CPULIST_CHARS:
         raise UserError(f"a CPU list of {len(text)} characters (at most {MAX_CPULIST_CHARS})")
-    text = text.strip()
+    return list(_parse(text.strip()))
+
+
+@lru_cache(maxsize=256)  # the lists of a system repeat (every task's "0-4095")
+def _parse(text: str) -> tuple[int, ...]:
     if not text:
-        return []
+        return ()
     cpus: set[int] = set()
     for part in text.split(","):
         part = part.strip()
@@ -77,9 +82,12 @@ def parse_cpulist(text: str) -> list[int]:
             group = _count(m.group(3))
         if hi < lo or group < 1 or used > group:
             raise UserError(f'"{_short(text)}": "{_short(part)}" is not a valid range')
-        for start in range(lo, hi + 1, group):
-            cpus.update(range(start, min(start + used, hi + 1)))
-    return sorted(cpus)
+        if used == group:
+            cpus.update(range(lo, hi + 1))
+        else:  # at most MAX_CPUS groups
+            for first in range(lo, min(lo + used, hi + 1)):
+                cpus.update(range(first, hi + 1, group))
+    return tuple(sorted(cpus))
 
 
 def cpulist_or_none(text: str) -> list[int] | None:

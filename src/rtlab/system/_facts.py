@@ -216,7 +216,7 @@ def _tasks(root: Root, facts: Facts) -> None:
         parsed = _parse_stat(stat) if stat else None
         status = f"proc/{name}/status"
         cpus = _status_cpus(root.read(status), f"{root.describe()}: /{status}")
-        if parsed is None or cpus is None or not rt & set(cpus):
+        if parsed is None or cpus is None or rt.isdisjoint(cpus):
             continue
         comm, flags, policy = parsed
         task = Task(int(name), comm, policy, cpus)

@@ -20,6 +20,7 @@ import binascii
 import os
 import zlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -117,14 +118,19 @@ class SnapshotRoot:
         data = self.binary.get(_key(name))
         return None if data is None else gunzip_text(data, f"{self.source}: {_key(name)}")
 
+    @cached_property
+    def _dirs(self) -> dict[str, set[str]]:
+        """Directory -> the names in it, built once: a listing costs its own entries."""
+        dirs: dict[str, set[str]] = {}
+        for path in (*self.files, *self.binary):
+            parts = path.strip("/").split("/")
+            for i in range(len(parts)):
+                dirs.setdefault("/" + "/".join(parts[:i]), set()).add(parts[i])
+        return dirs
+
     def listdir(self, name: str) -> list[str] | None:
-        prefix = _key(name).rstrip("/") + "/"
-        found = {
-            path[len(prefix) :].split("/", 1)[0]
-            for path in (*self.files, *self.binary)
-            if path.startswith(prefix)
-        }
-        return sorted(found) if found else None
+        found = self._dirs.get(_key(name).rstrip("/") or "/")
+        return sorted(found)[:MAX_DIR_ENTRIES] if found else None
 
     def describe(self) -> str:
         return self.source
