@@ -192,3 +192,27 @@ def test_snapshot_uname_keeps_scalars_only():
     doc["uname"] = {"release": "6.1", "deep": [[["x"]]], "n": 3}
     root = snapshot_from_document(doc, "si.json")
     assert isinstance(root, SnapshotRoot) and root.uname == {"release": "6.1", "n": "3"}
+
+
+def test_odd_process_irq_and_state_names_are_skipped():
+    """ "²" is a digit to str.isdigit but no int; 5000 digits are beyond int's limit."""
+    doc = _document()
+    for name in ("²", "٣", "1" * 5000):
+        doc["files"][f"/proc/irq/{name}/smp_affinity_list"] = "0"
+        doc["files"][f"/proc/{name}/stat"] = "1 (x) S" + " 0" * 50
+        doc["files"][f"/proc/{name}/status"] = "Cpus_allowed_list:\t0\n"
+        doc["files"][f"/sys/devices/system/cpu/cpu0/cpuidle/state{name}/name"] = "C1"
+    _, audit = audit_system(snapshot_from_document(doc, "si.json"))
+    assert all(k.isascii() and k.isdigit() for k in audit["facts"]["irqs"])
+
+
+def test_cpu_numbers_kept_in_all_are_bounded(monkeypatch):
+    """A million short lists ("0-8191") must not expand to billions of CPU numbers."""
+    from rtlab.system import _facts
+
+    monkeypatch.setattr(_facts, "MAX_KEPT_CPUS", 1000)
+    doc = _document()
+    for irq in range(3):
+        doc["files"][f"/proc/irq/{irq}/smp_affinity_list"] = "0-511"
+    with pytest.raises(UserError, match=r"si\.json: thread siblings and IRQ affinities name more"):
+        audit_system(snapshot_from_document(doc, "si.json"))

@@ -8,8 +8,8 @@ a size of 0 or 4096 whatever they hold, the first MAX_BYTES when `truncate` is s
 
 `load_json` parses a document whose size the caller has bounded, refusing before parsing
 one with more JSON values than the caller allows (each costs 30 to 60 bytes of memory
-once parsed) and after parsing one nested deeper than MAX_JSON_DEPTH (rtlab's deepest
-document has 7 levels). Every refusal is a UserError with a one-line reason.
+once parsed) and after parsing one nested deeper than MAX_JSON_DEPTH (rtlab's own
+documents nest fewer than 10 levels). Every refusal is a UserError with a one-line reason.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rtlab.errors import UserError
 from rtlab.system._cmdline import Cmdline
 from rtlab.system._cpus import parse_cpumask, system_cpulist
 from rtlab.system._isolation import isolated_cpus
@@ -40,6 +41,9 @@ CONFIG_FACTS = (
 )  # fmt: skip
 
 MAX_TASKS_LISTED = 20  # task names kept per list in the facts (counts stay exact)
+# CPU numbers kept of thread siblings and IRQ affinities in all (2000 IRQs of 8192 CPUs):
+# a forged document of a million short lists ("0-8191") must not expand to billions.
+MAX_KEPT_CPUS = 1 << 24
 PF_KTHREAD = 0x00200000
 SCHED_FIFO, SCHED_RR = 1, 2
 
@@ -49,7 +53,7 @@ class Task:
     pid: int
     comm: str
     policy: int
-    cpus: list[int]
+    ncpus: int  # CPUs it may run on (the lists are not kept: 65536 tasks of 8192 CPUs)
 
 
 @dataclass
@@ -148,6 +152,20 @@ def _cpulist(root: Root, name: str) -> list[int] | None:
     return system_cpulist(root.read(name) or "", f"{root.describe()}: /{name}")
 
 
+def _numbered(name: str) -> bool:
+    """NAME is a PID, IRQ or state number: ASCII digits ("²" is a digit to str.isdigit)."""
+    return 0 < len(name) <= 10 and name.isascii() and name.isdigit()
+
+
+def _within(kept: int, root: Root) -> None:
+    """The CPU numbers kept of thread siblings and IRQ affinities are within the limit."""
+    if kept > MAX_KEPT_CPUS:
+        raise UserError(
+            f"{root.describe()}: thread siblings and IRQ affinities name more than "
+            f"{MAX_KEPT_CPUS} CPUs in all"
+        )
+
+
 def _cpumask(root: Root, name: str) -> list[int] | None:
     return parse_cpumask(root.read(name), f"{root.describe()}: /{name}")
 
@@ -181,7 +199,7 @@ def _irq_names(text: str | None) -> dict[str, str]:
     for line in lines[1:]:
         irq, _, rest = line.partition(":")
         irq = irq.strip()
-        if irq.isdigit():
+        if _numbered(irq):
             names[irq] = " ".join(rest.split()[ncpu:])
     return names
 
@@ -210,7 +228,7 @@ def _tasks(root: Root, facts: Facts) -> None:
     users: list[Task] = []
     kthreads: list[Task] = []
     for name in root.listdir("proc") or []:
-        if not name.isdigit():
+        if not _numbered(name):
             continue
         stat = root.read(f"proc/{name}/stat")
         parsed = _parse_stat(stat) if stat else None
@@ -219,9 +237,9 @@ def _tasks(root: Root, facts: Facts) -> None:
         if parsed is None or cpus is None or rt.isdisjoint(cpus):
             continue
         comm, flags, policy = parsed
-        task = Task(int(name), comm, policy, cpus)
+        task = Task(int(name), comm, policy, len(cpus))
         if flags & PF_KTHREAD:
-            if len(cpus) > 1:  # per-CPU kernel threads belong there
+            if task.ncpus > 1:  # per-CPU kernel threads belong there
                 kthreads.append(task)
         else:
             users.append(task)
@@ -237,11 +255,14 @@ def _tasks(root: Root, facts: Facts) -> None:
 
 
 def _cpus_facts(root: Root, facts: Facts) -> None:
+    kept = 0
     for cpu in facts.cpus_online:
         base = f"{CPU}/cpu{cpu}"
         sib = _cpulist(root, f"{base}/topology/thread_siblings_list")
         if sib:
             facts.thread_siblings[str(cpu)] = sib
+            kept += len(sib)
+            _within(kept, root)
         gov = root.read(f"{base}/cpufreq/scaling_governor")
         if gov:
             facts.governors[str(cpu)] = gov
@@ -260,19 +281,22 @@ def _cpus_facts(root: Root, facts: Facts) -> None:
                 }
             )
         if states:
-            states.sort(key=lambda s: int(s["state"][5:]) if s["state"][5:].isdigit() else 0)
+            states.sort(key=lambda s: int(s["state"][5:]) if _numbered(s["state"][5:]) else 0)
             facts.idle_states[str(cpu)] = states
 
 
 def _irqs(root: Root, facts: Facts) -> None:
     names = _irq_names(root.read("proc/interrupts"))
+    kept = sum(map(len, facts.thread_siblings.values()))
     for irq in root.listdir("proc/irq") or []:
-        if not irq.isdigit():
+        if not _numbered(irq):
             continue
         aff = _cpulist(root, f"proc/irq/{irq}/smp_affinity_list")
         eff = _cpulist(root, f"proc/irq/{irq}/effective_affinity_list")
         if aff is None and eff is None:
             continue
+        kept += len(aff or ()) + len(eff or ())
+        _within(kept, root)
         facts.irqs[irq] = {"name": names.get(irq, ""), "affinity": aff, "effective": eff}
     facts.irqs = dict(sorted(facts.irqs.items(), key=lambda kv: int(kv[0])))
     facts.default_irq_affinity = _cpumask(root, "proc/irq/default_smp_affinity")
