@@ -301,7 +301,7 @@ def test_from_document_gives_the_same_audit_as_root(rtlab, tmp_path):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("not json", "not a JSON document"),
+        ("not json", "not valid JSON"),
         ('{"kind": "wakeup", "schema": 1}', "not a sysinfo document"),
         ('{"kind": "sysinfo", "schema": 9, "files": {}}', "schema 9 is not supported"),
         ('{"kind": "sysinfo", "schema": 1, "files": []}', '"files" is not an object'),

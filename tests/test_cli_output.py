@@ -141,3 +141,40 @@ def test_path_tricks_and_absurd_values_are_one_line(rtlab, tmp_path, args):
     assert rc == 2, (args, err)
     assert err.count("\n") == 1 and "Traceback" not in err and "internal error" not in err
     assert not (tmp_path / "results").exists()
+
+
+OSC8 = "6.1-rt \x1b]8;;http://evil.invalid\x1b\\click\x1b]8;;\x1b\\"
+RLO = "case\u202eevil"
+
+
+def _hostile_store(tmp_path: Path) -> tuple[Path, str]:
+    from rtlab.ingest import read_cyclictest
+    from rtlab.records import CaseRecord, SeriesRecord, new_manifest
+    from rtlab.store import Store
+
+    manifest = new_manifest(
+        name=RLO, description="", source="test",
+        series=[SeriesRecord("s", "", ["p"])], cases=[CaseRecord(0, "s", RLO, {"p": RLO})],
+    )  # fmt: skip
+    system = {"schema": 1, "kernel_release": OSC8, "preempt_model": "rt"}
+    results = tmp_path / "results"
+    rec = Store(results).create(manifest, "", system, documents={0: read_cyclictest(H60)})
+    return results, rec.id
+
+
+def test_csv_escapes_what_the_tables_escape(rtlab, tmp_path):
+    """list --csv printed a stored kernel release's OSC 8 hyperlink raw, show --csv a case
+    name's U+202E: every format now shows them as the tables do."""
+    results, exp = _hostile_store(tmp_path)
+    rc, out, _ = rtlab("list", "--results", str(results), "--csv")
+    assert rc == 0 and "6.1-rt \\x1b]8;;http://evil.invalid\\x1b\\click" in out
+    _literal(out)
+    rc, out, _ = rtlab("show", exp, "--results", str(results), "--csv")
+    assert rc == 0 and "case\\u202eevil" in out and "\u202e" not in out
+    rc, out, _ = rtlab("show", exp, "--results", str(results), "--json")
+    assert rc == 0 and out.isascii() and json.loads(out)["rows"][0]["case"] == RLO
+    rc, out, _ = rtlab("report", exp, "--results", str(results), "--json")
+    assert rc == 0
+    for table in Path(json.loads(out)["html"]).parent.glob("*.csv"):
+        text = table.read_text()
+        assert "\u202e" not in text and "\x1b" not in text

@@ -4,13 +4,17 @@ nothing."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import os
 import subprocess
+import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from .probe.conftest import probe_path
 
@@ -147,6 +151,10 @@ def _bad_docs(made, tmp_path) -> list[tuple[Path, str]]:
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
     out.append((fifo, "a FIFO"))
+    for depth in (65, 950, 100_000):  # ~950 passed json.loads, then broke the migration
+        text = json.dumps(w)[:-1] + ', "extra": ' + "[" * depth + "]" * depth + "}"
+        (tmp_path / f"deep{depth}.json").write_text(text)
+        out.append((tmp_path / f"deep{depth}.json", "nested deeper than 64 levels"))
     # raw files that do not belong to the document
     for name, thread, cut, why in (
         ("swapped", 1, 0, "raw file of thread 0, but"),
@@ -182,3 +190,53 @@ def test_bad_options(rtlab, made, tmp_path):
     rc, _, err = _import(rtlab, results, made["w"], "--sysinfo", made["sysinfo"], "--this-system")
     assert rc == 2 and "exclude each other" in err
     assert not _experiments(results)
+
+
+def _sysinfo_variants(made, tmp_path) -> list[tuple[Path, str]]:
+    """Forged sysinfo documents: each is refused in one line before anything is stored."""
+    si = json.loads(made["sysinfo"].read_text())
+    bomb = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    data = b"".join(bomb.compress(bytes(1 << 20)) for _ in range(20)) + bomb.flush()
+    variants = {
+        "bomb": ({**si, "base64": {"/proc/config.gz": base64.b64encode(data).decode()}},
+                 "/proc/config.gz: inflates to more than 16 MiB"),
+        "cpus": ({**si, "files": {**si["files"], "/sys/devices/system/cpu/online": "0-999999999"}},
+                 "CPU 999999999 is beyond 8191"),
+    }  # fmt: skip
+    out = []
+    for name, (doc, why) in variants.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+        out.append((tmp_path / f"{name}.json", why))
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"kind": "sysinfo", "schema": 1, "files": ' + "[" * 10**5 + "]" * 10**5 + "}")
+    out.append((deep, "nested deeper than 64 levels"))
+    fifo = tmp_path / "si-fifo.json"
+    os.mkfifo(fifo)
+    out.append((fifo, "a FIFO"))
+    return out
+
+
+def test_forged_sysinfo_documents_store_nothing(rtlab, made, tmp_path):
+    results = tmp_path / "results"
+    for path, why in _sysinfo_variants(made, tmp_path):
+        rc, _, err = _import(rtlab, results, made["w"], "--sysinfo", path)
+        assert rc == 2, (path, err)
+        assert why in err and err.count("\n") == 1 and str(path.name) in err, (path, err)
+        assert "Traceback" not in err and "internal error" not in err
+        assert not _experiments(results)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(min_value=1, max_value=2000), st.sampled_from(["[", '{"k":']))
+def test_generated_nesting_imports_or_is_one_line(rtlab, made, tmp_path_factory, depth, opener):
+    tmp = tmp_path_factory.mktemp("nest")
+    closer = "]" if opener == "[" else "}"
+    inner = "1" if opener != "[" else ""
+    text = json.dumps(json.loads(made["w"].read_text()))[:-1]
+    text += ', "extra": ' + opener * depth + inner + closer * depth + "}"
+    (tmp / "w.json").write_text(text)
+    rc, _, err = _import(rtlab, tmp / "results", tmp / "w.json")
+    if depth + 1 <= 64:
+        assert rc == 0, err
+    else:
+        assert rc == 2 and err.count("\n") == 1 and "nested deeper than 64" in err

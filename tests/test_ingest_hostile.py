@@ -9,7 +9,6 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -57,40 +56,40 @@ def open_writer(fifo: Path) -> Callable[[], None]:
 def test_fifo_is_refused_without_blocking(tmp_path):
     fifo = tmp_path / "run.json"
     os.mkfifo(fifo)
-    with pytest.raises(UserError, match=r"run\.json: cannot read: a FIFO, not a regular file$"):
+    with pytest.raises(UserError, match=r"run\.json: cannot read \(a FIFO, not a regular file\)$"):
         finishes(lambda: read_cyclictest(fifo), open_writer(fifo))
 
 
-def test_fifo_swapped_in_after_the_check_is_refused(tmp_path, monkeypatch):
-    """The stat said 'regular file' but a FIFO is opened: non-blocking, then refused."""
-    regular = tmp_path / "regular"
-    regular.write_text("{}")
+def test_fifo_with_a_writer_is_refused_without_blocking(tmp_path):
+    """A FIFO that a writer holds open (so an open would not block either) is refused by
+    its type on the open descriptor, before any read waits for data."""
     fifo = tmp_path / "run.json"
     os.mkfifo(fifo)
-    fake_os = SimpleNamespace(**{k: getattr(os, k) for k in dir(os) if not k.startswith("__")})
-    fake_os.stat = lambda path: os.stat(regular)
-    monkeypatch.setattr(_text, "os", fake_os)
-    with pytest.raises(UserError, match="cannot read: a FIFO"):
-        finishes(lambda: read_cyclictest(fifo), open_writer(fifo))
+    keep = os.open(fifo, os.O_RDWR)  # a reader and a writer: opens never block
+    try:
+        with pytest.raises(UserError, match=r"cannot read \(a FIFO"):
+            finishes(lambda: read_cyclictest(fifo), lambda: None)
+    finally:
+        os.close(keep)
 
 
 @pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom", "/dev/null"])
 def test_character_devices_are_refused(device):
     if not Path(device).exists():
         pytest.skip(f"{device} does not exist here")
-    with pytest.raises(UserError, match=f"^{device}: cannot read: a character device"):
+    with pytest.raises(UserError, match=f"^{device}: cannot read \\(a character device"):
         finishes(lambda: read_cyclictest(Path(device)), lambda: None)
 
 
 def test_directory_and_socket_are_refused(tmp_path):
-    with pytest.raises(UserError, match="cannot read: a directory, not a regular file"):
+    with pytest.raises(UserError, match=r"cannot read \(a directory, not a regular file\)"):
         read_cyclictest(tmp_path)
     import socket
 
     sock = socket.socket(socket.AF_UNIX)
     try:
         sock.bind(str(tmp_path / "s"))
-        with pytest.raises(UserError, match="cannot read: a socket"):
+        with pytest.raises(UserError, match=r"cannot read \(a socket"):
             read_cyclictest(tmp_path / "s")
     finally:
         sock.close()
@@ -100,11 +99,11 @@ def test_too_large_files_are_refused(tmp_path, monkeypatch):
     big = tmp_path / "big.json"
     with big.open("wb") as f:
         f.truncate(_text.MAX_FILE_BYTES + 1)  # sparse: costs no disk
-    with pytest.raises(UserError, match=r"file is larger than 256 MiB \(268435457 bytes\)$"):
+    with pytest.raises(UserError, match=r"too large: more than 256 MiB \(268435457 bytes\)$"):
         read_cyclictest(big)
     # a file whose size the stat does not tell (/proc) is cut off while reading
     monkeypatch.setattr(_text, "MAX_FILE_BYTES", 8)
-    with pytest.raises(UserError, match="file is larger than"):
+    with pytest.raises(UserError, match="too large: more than 8 bytes"):
         read_cyclictest(Path("/proc/self/status"))
 
 
@@ -114,7 +113,7 @@ def test_odd_path_names_give_one_line(tmp_path):
     with pytest.raises(UserError) as info:
         read_cyclictest(path)
     assert len(str(info.value).splitlines()) == 1 and "\\n" in str(info.value)
-    with pytest.raises(UserError, match="cannot read: embedded null byte"):
+    with pytest.raises(UserError, match=r"cannot read \(embedded null byte\)"):
         read_cyclictest(Path("x\0y"))
 
 
@@ -150,7 +149,7 @@ def json_file(tmp_path: Path, doc: dict | str) -> Path:
         ({"cycles": digits(5000)}, "invalid JSON: Exceeds the limit (4300 digits)"),
         ({"cycles": "١٠"}, "thread 0: cycles is not a number: '١٠'"),
         ({"cycles": "x" * 1000}, "thread 0: cycles is not a number: 'xxxxxxxxxx"),
-        ({"min": deep(950)}, "thread 0: min is not a number: a list"),
+        ({"min": deep(950)}, "JSON nested deeper than 64 levels"),
         ({"max": 2**62 // 1000 + 1}, "thread 0: max 4611686018427388 is out of range"),
         ({"min": -(2**62) // 1000}, "thread 0: min -4611686018427388 is out of range"),
         ({"avg": 10**30}, "thread 0: avg is out of range"),

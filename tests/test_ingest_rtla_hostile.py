@@ -133,12 +133,12 @@ def test_undecodable_bytes_and_nul_are_survived(tmp_path):
 def test_special_files_are_refused(tmp_path):
     fifo = tmp_path / "run.txt"
     os.mkfifo(fifo)
-    assert "cannot read: a FIFO, not a regular file" in one_line_error(fifo)
-    assert "cannot read: a directory" in one_line_error(tmp_path)
+    assert "cannot read (a FIFO, not a regular file)" in one_line_error(fifo)
+    assert "cannot read (a directory" in one_line_error(tmp_path)
     sock = socket.socket(socket.AF_UNIX)
     try:
         sock.bind(str(tmp_path / "s"))
-        assert "cannot read: a socket" in one_line_error(tmp_path / "s")
+        assert "cannot read (a socket" in one_line_error(tmp_path / "s")
     finally:
         sock.close()
     assert "No such file" in one_line_error(tmp_path / "missing.txt")

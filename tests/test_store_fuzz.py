@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
 import json
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rtlab.cli import main
 from rtlab.ingest import read_cyclictest
 from rtlab.records import CaseRecord, SeriesRecord, new_manifest
+from rtlab.store import Store
 
 GOOD = new_manifest(
     name="good",
@@ -120,3 +123,59 @@ def test_damaged_result_document_is_one_line_or_shown(doc):
             assert "Traceback" not in err and "internal error" not in err, (cmd, err)
             if rc == 2:
                 assert err.count("\n") == 1, err
+
+
+# --- hostile strings: printed literally in every format ----------------------------------
+
+HOSTILE_SAMPLES = [
+    "\x1b]8;;http://evil.invalid\x1b\\click\x1b]8;;\x1b\\",  # OSC 8 hyperlink
+    "\u202eevil\u2066x\u2069",  # bidi override and isolates
+    "\x9b2J\x85\u2028\u200b\ufeff\x7f",  # C1 CSI, NEL, line separator, zero width, DEL
+    'a,b"c\r\nd',  # CSV quoting and line ends
+    "[bold]x[/bold] :smile:",
+]
+HOSTILE = st.sampled_from(HOSTILE_SAMPLES) | st.text(
+    st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12
+)
+
+
+def _printed_literally(text: str) -> None:
+    """No line of TEXT has a character a terminal would act on (output line ends aside)."""
+    for line in text.replace("\r\n", "\n").split("\n"):
+        assert line.isprintable(), repr(line)
+
+
+def _json_ascii(text: str):
+    assert text.isascii()
+    return json.loads(text, parse_constant=lambda t: pytest.fail(f"not JSON: {t}"))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=HOSTILE, release=HOSTILE, series=HOSTILE, case=HOSTILE, param=HOSTILE)
+def test_hostile_names_are_printed_literally_in_every_format(name, release, series, case, param):
+    with tempfile.TemporaryDirectory() as tmp:
+        manifest = new_manifest(
+            name=name,
+            description="",
+            source="test",
+            series=[SeriesRecord(series, "", ["p"])],
+            cases=[CaseRecord(0, series, case, {"p": param})],
+        )
+        system = {"schema": 1, "kernel_release": release, "preempt_model": release}
+        rec = Store(Path(tmp)).create(manifest, "", system, documents={0: DOC})
+        other = Store(Path(tmp)).create(manifest, "", system, documents={0: DOC})
+        for cmd in (["list"], ["show", rec.id], ["compare", rec.id, other.id]):
+            for fmt in ([], ["--csv"], ["--json"]):
+                rc, out, err = _cli(*cmd, *fmt, "--results", tmp)
+                assert rc == 0, (cmd, fmt, err)
+                _printed_literally(out + err)
+                if fmt == ["--json"]:
+                    data = _json_ascii(out)
+                    if cmd == ["list"]:
+                        assert {r["name"] for r in data} == {name}
+                        assert {r["kernel"] for r in data} == {release}
+                    if cmd[0] == "show":
+                        assert data["rows"][0]["case"] == case and data["name"] == name
+                if fmt == ["--csv"]:
+                    rows = list(csv.reader(io.StringIO(out)))
+                    assert len(rows) == len(out.splitlines())  # a row is one line

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from rtlab.targets._farm import (
 from rtlab.targets._session import Session
 
 from ._sshd import free_port
+from .test_ingest_hostile import finishes, open_writer
 
 # --- target syntax ---------------------------------------------------------------------
 
@@ -115,6 +117,63 @@ def test_bad_targets_files(text, why, tmp_path):
     path.write_text(text)
     with pytest.raises(UserError, match=why):
         read_targets(path)
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ('[a]\nhost = "h"\nrt_cpus = "0-999999999"\n', "CPU 999999999 is beyond 8191"),
+        ('[a]\nhost = "h"\nrt_cpus = 99999999999999999999\n', "is beyond 8191"),
+        ('[a]\nhost = "h"\nidentity = "/dev/zero"\n', "identity /dev/zero is not a regular"),
+        ('[a]\nhost = "h"\nknown_hosts = "/dev/zero"\n', "known_hosts /dev/zero is not"),
+        ('[a]\nhost = "h"\nprobe = "/dev/urandom"\n', "probe /dev/urandom is not a regular"),
+        ('[a]\nhost = "h"\nidentity = "/"\n', "identity / is not a regular file"),
+        ('[a]\nhost = "h"\nx = ' + "[" * 100_000 + "]" * 100_000 + "\n", "nested too deeply"),
+        ('[a]\nhost = "h"\nx = ' + "{y = " * 5000 + "1" + "}" * 5000 + "\n", "nested too"),
+        ("[" + ".".join(["t"] * 100_000) + ']\nhost = "h"\n', "unknown key 't'"),
+        ("".join(f'[t{i}]\nhost = "h"\n' for i in range(5000)), "more than 4096 targets"),
+        ("# " + "x" * (1 << 20) + "\n", "too large: more than 1 MiB"),
+    ],
+)
+def test_hostile_targets_files(text, why, tmp_path):
+    path = tmp_path / "targets.toml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=why) as info:
+        read_targets(path)
+    assert "\n" not in str(info.value)
+
+
+def test_fifos_never_block_a_targets_file(tmp_path, monkeypatch, rtlab):
+    fifo = tmp_path / "key"
+    os.mkfifo(fifo)
+    path = tmp_path / "targets.toml"
+    path.write_text(f'[a]\nhost = "h"\nidentity = "{fifo}"\n')
+    with pytest.raises(UserError, match=r"identity .*key is not a regular file"):
+        finishes(lambda: read_targets(path), open_writer(fifo))
+    os.mkfifo(tmp_path / "farm.toml")
+    with pytest.raises(UserError, match=r"farm\.toml: cannot read \(a FIFO"):
+        finishes(lambda: read_targets(tmp_path / "farm.toml"), open_writer(tmp_path / "farm.toml"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    (tmp_path / "rtlab").mkdir()
+    os.mkfifo(tmp_path / "rtlab" / "targets.toml")
+    rc, _, err = finishes(lambda: rtlab("audit", "--target", "a"), lambda: None)
+    assert rc == 2 and "a FIFO" in err and err.count("\n") == 1
+
+
+TOML_TEXT = st.text(alphabet=st.sampled_from("[]{}=\",.\n #abhost01-:'tru"), max_size=80)
+
+
+@settings(max_examples=300)
+@given(TOML_TEXT)
+def test_generated_targets_files_are_targets_or_one_user_error(tmp_path_factory, text):
+    path = tmp_path_factory.mktemp("t") / "targets.toml"
+    path.write_text(text)
+    try:
+        targets = read_targets(path)
+    except UserError as e:
+        assert "\n" not in str(e)
+    else:
+        assert targets and all(isinstance(t, TargetSpec) for t in targets.values())
 
 
 def test_the_probe_copied_is_the_one_for_the_targets_architecture(tmp_path, monkeypatch):

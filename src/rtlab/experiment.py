@@ -17,7 +17,6 @@ import itertools
 import math
 import os
 import re
-import stat
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rtlab._input import read_regular
 from rtlab._probeargs import (  # re-exported: the experiment API is this module
     DEFAULT_METER,
     PROBE_ARGS,
@@ -189,24 +189,9 @@ def _decode(data: bytes, label: str) -> str:
 def _read_file(spec: str) -> str:
     """The text of the regular file SPEC; never blocks on a FIFO or reads a directory."""
     try:
-        fd = os.open(spec, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except (OSError, ValueError) as e:
-        reason = e.strerror if isinstance(e, OSError) else str(e)
-        raise UserError(f"{one_line(spec)}: cannot read ({reason})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UserError(f"{one_line(spec)}: not a regular file")
-        if st.st_size > MAX_FILE_BYTES:
-            raise UserError(f"{one_line(spec)}: too large for an experiment file")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(MAX_FILE_BYTES + 1)
-        if len(data) > MAX_FILE_BYTES:
-            raise UserError(f"{one_line(spec)}: too large for an experiment file")
-    except OSError as e:
-        raise UserError(f"{one_line(spec)}: cannot read ({e.strerror})") from None
-    finally:
-        os.close(fd)
+        data = read_regular(spec, MAX_FILE_BYTES)
+    except UserError as e:
+        raise UserError(f"{one_line(spec)}: {e}") from None
     return _decode(data, one_line(spec))
 
 

@@ -8,6 +8,11 @@ line when the run stops. At the next case the file is replaced (a new file renam
 it), so it never grows beyond one case and a reader never sees a half-written header.
 The format is in docs/result-format.md ("Progress file"). Writing it is best effort:
 a full disk must not fail the measurement, whose record is the result document.
+
+Reading it is bounded (docs/cli.md, "Limits"): only a regular file is followed (opened
+non-blocking), a line is at most MAX_LINE_BYTES (a longer one is skipped), a poll reads at
+most MAX_POLL_BYTES (the rest at the next), and a line's JSON has at most
+MAX_LINE_VALUES values nested as rtlab._input allows. A damaged line is skipped.
 """
 
 from __future__ import annotations
@@ -20,10 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from rtlab._input import load_json, open_regular
+from rtlab.errors import UserError
 from rtlab.records import CaseRecord, utc_now
 from rtlab.store import ExperimentRecord
 
 PROGRESS_FILE = "progress.jsonl"
+#: A progress line of the probe holds ~200 bytes per measuring thread.
+MAX_LINE_BYTES = 1 << 20
+MAX_LINE_VALUES = 1 << 16
+MAX_POLL_BYTES = 16 << 20
 
 
 class ProgressRecorder:
@@ -97,8 +108,11 @@ class ProgressRecorder:
 # --- reading it ---------------------------------------------------------------------------
 
 
+PID_LIMIT = 1 << 22  # PID_MAX_LIMIT (include/linux/threads.h): every PID is below it
+
+
 def pid_alive(pid: Any) -> bool:
-    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < PID_LIMIT:
         return False
     try:
         os.kill(pid, 0)
@@ -109,11 +123,13 @@ def pid_alive(pid: Any) -> bool:
     return True
 
 
-def _events(lines: list[str]) -> Iterator[dict[str, Any]]:
-    for text in lines:
+def _events(lines: list[bytes]) -> Iterator[dict[str, Any]]:
+    for line in lines:
+        if len(line) > MAX_LINE_BYTES:
+            continue
         try:
-            event = json.loads(text)
-        except ValueError:
+            event = load_json(line.decode("utf-8", "replace"), MAX_LINE_VALUES)
+        except UserError:
             continue  # display only: a damaged line is skipped
         if isinstance(event, dict) and isinstance(event.get("event"), str):
             yield event
@@ -127,14 +143,17 @@ class Follower:
         self.file: IO[bytes] | None = None
         self.inode: int | None = None
         self.partial = b""
+        self.skipping = False  # inside a line longer than MAX_LINE_BYTES
+        self.at_end = False  # the last poll read to the end of the file
 
     def _open(self) -> bool:
         try:
-            f = open(self.path, "rb")  # noqa: SIM115 (kept open while following)
-        except OSError:
+            f = open_regular(self.path)  # never a FIFO: kept open while following
+        except UserError:
             return False
         self.close()
-        self.file, self.inode, self.partial = f, os.fstat(f.fileno()).st_ino, b""
+        self.file, self.inode = f, os.fstat(f.fileno()).st_ino
+        self.partial, self.skipping = b"", False
         return True
 
     def close(self) -> None:
@@ -142,23 +161,43 @@ class Follower:
             self.file.close()
             self.file = None
 
-    def _drain(self) -> list[dict[str, Any]]:
+    def _drain(self) -> tuple[list[dict[str, Any]], bool]:
+        """The events of at most MAX_POLL_BYTES more of the file, and whether its end was
+        reached."""
         assert self.file is not None
-        data = self.partial + self.file.read()
-        *complete, self.partial = data.split(b"\n")
-        return list(_events([c.decode("utf-8", "replace") for c in complete]))
+        lines: list[bytes] = []
+        got = 0
+        while got < MAX_POLL_BYTES:
+            try:
+                chunk = self.file.read(min(1 << 20, MAX_POLL_BYTES - got))
+            except OSError:
+                chunk = b""
+            if not chunk:
+                return list(_events(lines)), True
+            got += len(chunk)
+            *complete, rest = (self.partial + chunk).split(b"\n")
+            if complete and self.skipping:  # the end of a line too long to keep
+                complete, self.skipping = complete[1:], False
+            lines += complete
+            self.partial = rest
+            if len(rest) > MAX_LINE_BYTES:
+                self.partial, self.skipping = b"", True
+        return list(_events(lines)), False
 
     def poll(self) -> list[dict[str, Any]]:
-        """The events written since the last call (those of a replaced file first)."""
+        """The events written since the last call (those of a replaced file first), at
+        most MAX_POLL_BYTES of them: the rest come at the next call."""
+        self.at_end = True
         if self.file is None and not self._open():
             return []
         try:  # asked first: once the file is replaced, the old one is complete
             replaced = os.stat(self.path).st_ino != self.inode
         except OSError:
             replaced = False
-        events = self._drain()
-        if replaced and self._open():
-            events += self._drain()
+        events, self.at_end = self._drain()
+        if replaced and self.at_end and self._open():
+            more, self.at_end = self._drain()
+            events += more
         return events
 
 
@@ -218,8 +257,11 @@ def read_state(path: Path) -> WatchState:
     state = WatchState()
     f = Follower(path)
     try:
-        for event in f.poll():
-            state.apply(event)
+        while True:
+            for event in f.poll():
+                state.apply(event)
+            if f.at_end:
+                break
     finally:
         f.close()
     return state
@@ -228,13 +270,17 @@ def read_state(path: Path) -> WatchState:
 def _is_live(path: Path) -> bool:
     """The run writing PATH is alive and has not ended: its first line names a live
     PID and its last line is not `end` (only the two ends of the file are read)."""
-    with open(path, "rb") as f:
-        head = list(_events([f.readline(1 << 16).decode("utf-8", "replace")]))
+    try:
+        f = open_regular(path)
+    except UserError:
+        return False
+    with f:
+        head = list(_events(f.read(1 << 16).split(b"\n")[:1]))
         if not head or head[0]["event"] != "case" or not pid_alive(head[0].get("pid")):
             return False
         size = os.fstat(f.fileno()).st_size
         f.seek(max(0, size - 4096))
-        tail = f.read().decode("utf-8", "replace").splitlines()
+        tail = f.read(4096).splitlines()
     last = list(_events(tail[-1:]))
     return not (last and last[0]["event"] == "end")
 

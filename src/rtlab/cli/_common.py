@@ -1,15 +1,13 @@
 """Shared CLI pieces: option types, the results directory, table output (rich, JSON, CSV).
 
 Every string that comes from the user, a file or the system is printed literally: the
-console interprets no markup, and control characters are shown as escapes (`visible`).
-Styling is applied only through rich Text objects built here.
+console interprets no markup, and control characters are shown as escapes (`visible`),
+in tables, messages and CSV alike; JSON is ASCII with every such character escaped
+(rtlab._output). Styling is applied only through rich Text objects built here.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 import sys
 from typing import Any
@@ -19,8 +17,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from rtlab._output import csv_text, json_text
+from rtlab._output import visible as visible  # re-exported for the commands
 from rtlab.errors import UserError
-from rtlab.probe import one_line
 from rtlab.records import MAX_DEADLINE_NS
 from rtlab.store import Store
 from rtlab.units import format_ns, parse_duration_ns
@@ -94,27 +93,19 @@ def check_exclusive(as_json: bool, as_csv: bool) -> None:
         raise click.UsageError("--json and --csv exclude each other")
 
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    return value
-
-
 def print_json(data: Any) -> None:
-    click.echo(json.dumps(_clean(data), indent=1))
+    """DATA as indented JSON: ASCII, non-finite numbers as null (rtlab._output)."""
+    click.echo(json_text(data, indent=1))
+
+
+def print_json_line(data: Any) -> None:
+    """DATA as one line of JSON (JSON lines output)."""
+    click.echo(json_text(data))
 
 
 def print_csv(rows: list[dict[str, Any]], columns: list[str]) -> None:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
-    click.echo(buf.getvalue(), nl=False)
+    """ROWS as CSV, every cell with its control characters escaped (rtlab._output)."""
+    click.echo(csv_text(rows, columns), nl=False)
 
 
 def fmt(value: Any, duration: bool) -> str:
@@ -125,11 +116,6 @@ def fmt(value: Any, duration: bool) -> str:
     if isinstance(value, float):
         return f"{value:.3g}"
     return str(value)
-
-
-def visible(text: Any) -> str:
-    """TEXT on one line with every control or unprintable character as an escape."""
-    return one_line(str(text))
 
 
 def lit(value: Any, style: str = "") -> Text:

@@ -10,7 +10,7 @@ import click
 
 from rtlab.cli._common import DURATION, print_json, results_option, store_from, visible
 from rtlab.errors import UserError
-from rtlab.ingest._text import display_name, named, read_bytes
+from rtlab.ingest._text import display_name
 from rtlab.ingest.probe import ProbeDocument, read_probe
 from rtlab.records import MAX_DEADLINE_NS, CaseRecord, SeriesRecord, new_manifest
 from rtlab.system import audit_system, load_snapshot
@@ -148,9 +148,7 @@ def _system(
     if this_system:
         return audit_system(deadline_ns=deadline)
     if sysinfo:
-        with named(sysinfo):
-            read_bytes(Path(sysinfo))  # a regular file of a sane size, never a FIFO
-        root = load_snapshot(sysinfo)
+        root = load_snapshot(sysinfo)  # a regular file of bounded size, never a FIFO
         system, audit = audit_system(root, deadline_ns=deadline)
         system["imported"] = True
         hosts = {_uname(p.doc).get("nodename") for p in imported} - {None}

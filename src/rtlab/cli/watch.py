@@ -3,7 +3,7 @@ started in another terminal), from the progress file it writes."""
 
 from __future__ import annotations
 
-import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -14,7 +14,15 @@ from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 
-from rtlab.cli._common import console, line, lit, results_option, store_from, visible
+from rtlab.cli._common import (
+    console,
+    line,
+    lit,
+    print_json_line,
+    results_option,
+    store_from,
+    visible,
+)
 from rtlab.errors import UserError
 from rtlab.progresslog import (
     PROGRESS_FILE,
@@ -37,7 +45,8 @@ def thread_rows(probe: dict[str, Any], deadline_ns: int | None) -> list[dict[str
     misses and the busy % of its CPU, from one progress line of the probe."""
     busy = probe.get("cpu_busy_pct") if isinstance(probe.get("cpu_busy_pct"), dict) else {}
     rows = []
-    for i, t in enumerate(probe.get("threads") or []):
+    threads = probe.get("threads")
+    for i, t in enumerate(threads if isinstance(threads, list) else []):
         if not isinstance(t, dict):
             continue
         cpu, count, mx = _int(t.get("cpu")), _int(t.get("count")) or 0, _int(t.get("max_ns"))
@@ -61,12 +70,30 @@ def thread_rows(probe: dict[str, Any], deadline_ns: int | None) -> list[dict[str
     return rows
 
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    """An int64 of a progress line, else None (a 400-digit number is no count or ns)."""
+    ok = isinstance(v, int) and not isinstance(v, bool) and INT64_MIN <= v <= INT64_MAX
+    return v if ok else None
 
 
 def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+    """A finite number of a progress line, else None."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _phase(probe: dict[str, Any]) -> str | None:
+    """The probe's phase ("settle", "measure"), a short string or None."""
+    phase = probe.get("phase")
+    return phase[:32] if isinstance(phase, str) else None
 
 
 def _ns(v: int | None) -> str:
@@ -110,7 +137,7 @@ class View:
 
 class JsonView(View):
     def _put(self, data: dict[str, Any]) -> None:
-        click.echo(json.dumps(data, separators=(",", ":")))
+        print_json_line(data)
 
     def event(self, e: dict[str, Any], state: WatchState) -> None:
         c = state.case
@@ -137,7 +164,7 @@ class JsonView(View):
                 {
                     "event": "progress",
                     **head,
-                    "phase": c.probe.get("phase"),
+                    "phase": _phase(c.probe),
                     "elapsed_ns": _int(c.probe.get("elapsed_ns")),
                     "threads": thread_rows(c.probe, c.deadline_ns),
                     "cpu_busy_pct_all": _num(c.probe.get("cpu_busy_pct_all")),
@@ -177,7 +204,8 @@ class PlainView(View):
         elif kind == "progress" and self.due(c.probe):
             elapsed = (_int(c.probe.get("elapsed_ns")) or 0) / 1e9
             for r in thread_rows(c.probe, c.deadline_ns):
-                click.echo(f"  {c.probe.get('phase', '?')!s:7} {elapsed:6.1f}s {_plain_row(r)}")
+                phase = visible(_phase(c.probe) or "?")
+                click.echo(f"  {phase:7} {elapsed:6.1f}s {_plain_row(r)}")
         elif kind == "case_done":
             click.echo(visible(f"  {c.status}"))
 
@@ -199,7 +227,8 @@ def _end_line(state: WatchState, how: str) -> str:
     c = state.case
     name = c.id if c else "?"
     if how == "ended":
-        done, total = state.end.get("done", "?"), c.cases if c else "?"
+        done, total = _int(state.end.get("done")), c.cases if c else "?"
+        done = "?" if done is None else done
         return f"{name}: the run ended, {done} of {total} cases done"
     return f"{name}: the run stopped without finishing its progress file (killed?)"
 
@@ -226,7 +255,7 @@ class LiveView(View):
             _where(self.rec),
             f"  case {c.index + 1} of {c.cases}  ",
             (f"{c.series}: {c.name}", "bold"),
-            f"  {p.get('phase', 'starting')} {elapsed:.1f} s",
+            f"  {_phase(p) or 'starting'} {elapsed:.1f} s",
             f"  deadline {format_ns(c.deadline_ns)}" if c.deadline_ns else "",
         )
         table = Table(header_style="bold", box=None, padding=(0, 2))
@@ -374,8 +403,12 @@ def _follow(follower: Follower, state: WatchState, view: View) -> str:
         if state.case is None and empty < EMPTY_S:
             empty += POLL_S
         elif not state.running:
-            for e in follower.poll():  # what it wrote before it stopped
-                state.apply(e)
-                view.event(e, state)
+            while True:  # what it wrote before it stopped, to the end
+                for e in follower.poll():
+                    state.apply(e)
+                    view.event(e, state)
+                if follower.at_end:
+                    break
             return "ended" if state.ended else "stopped"
-        time.sleep(POLL_S)
+        if follower.at_end:
+            time.sleep(POLL_S)

@@ -12,6 +12,7 @@ import math
 import re
 from typing import Any
 
+from rtlab._input import MAX_JSON_DEPTH, check_depth
 from rtlab.errors import UserError
 from rtlab.ingest._limits import INT32_LIMIT, INT64_MAX, MAX_BUCKETS
 from rtlab.ingest._text import clean_text
@@ -54,6 +55,13 @@ def _repair(m: re.Match[str]) -> str:
 
 
 def _loads(text: str) -> Any:
+    """The JSON of TEXT (bare nan/inf repaired), nested as rtlab._input allows."""
+    doc = _parse(text)
+    check_depth(doc)
+    return doc
+
+
+def _parse(text: str) -> Any:
     values = max(text.count(","), text.count(":"))
     if values > _MAX_VALUES:
         raise UserError(
@@ -62,7 +70,7 @@ def _loads(text: str) -> Any:
     try:
         return json.loads(text)
     except RecursionError:
-        raise UserError("JSON nested too deeply") from None
+        raise UserError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
     except json.JSONDecodeError as first:
         repaired = _BARE_NONFINITE.sub(_repair, text)
         if repaired != text:

@@ -13,15 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rtlab.errors import UserError
-from rtlab.ingest._limits import INT32_LIMIT, INT64_MAX
+from rtlab.ingest._limits import INT64_MAX
+from rtlab.system._cpus import MAX_CPUS
 
 # A printed number: plain digits (counts, µs/ns values), at most 20 of them (2^64 - 1)
 _INT = re.compile(r"[0-9]{1,20}")
 _DECIMAL = re.compile(r"[0-9]{1,20}(?:\.[0-9]{1,9})?")
 # "  0 00:01:00": days, then hours:minutes:seconds (rtla's get_duration)
 _DURATION = re.compile(r"([0-9]{1,9}) ([0-9]{2}):([0-9]{2}):([0-9]{2})")
-# Most CPUs a file may list: Linux configures at most 8192; hostile headers stay cheap
-MAX_CPUS = 1 << 16
 # Characters a printed value may take with its blanks: a longer line is refused before it
 # is split (a hostile line of millions of numbers must not become a list of them)
 CHARS_PER_VALUE = 64
@@ -87,7 +86,9 @@ def decimal(tok: str, where: str) -> float | None:
 
 
 def cpu_number(tok: str, where: str) -> int:
-    return integer(tok, where, limit=INT32_LIMIT - 1)
+    """A CPU number: below MAX_CPUS (8192, the largest NR_CPUS Linux has), as every CPU
+    number rtlab reads."""
+    return integer(tok, where, limit=MAX_CPUS - 1)
 
 
 def duration_ns(text: str) -> int | None:

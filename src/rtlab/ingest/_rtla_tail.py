@@ -34,6 +34,7 @@ from typing import Any
 
 from rtlab.errors import UserError
 from rtlab.ingest._limits import INT32_LIMIT, INT64_MAX, MAX_LATENCY_NS
+from rtlab.ingest._rtla_common import cpu_number
 
 _US = r"([0-9]{1,15}(?:\.[0-9]{1,9})?) us"
 _PCT = r"\s*\(\s*[0-9.]{1,30}\s*%\)"
@@ -109,17 +110,13 @@ class _Tail:
         elif _STOPPED.fullmatch(line):
             self.stopped = True
         elif m := _CPU.fullmatch(line):
-            cpu = int(m.group(1))
-            if cpu >= INT32_LIMIT:
-                raise UserError(f"{where}: CPU {cpu} is out of range")
+            cpu = cpu_number(m.group(1), where)
             self.cur, self.section = None, None
             if len(self.analyses) < _MAX_ANALYSES:
                 self.cur = _analysis(cpu)
                 self.analyses.append(self.cur)
         elif m := _IDLE.fullmatch(line):
-            cpu = int(m.group(2))
-            if cpu >= INT32_LIMIT:
-                raise UserError(f"{where}: CPU {cpu} is out of range")
+            cpu = cpu_number(m.group(2), where)
             self.idle = {"cpu": cpu, "latency_ns": _ns(m.group(1), where)}
             self.cur, self.section = None, None
         elif line == "Printing CPU tasks:":

@@ -42,7 +42,7 @@ opened non-blocking in case one was swapped in). Bytes that are not UTF-8 are re
 (U+FFFD), and so are lone surrogates from JSON escapes ('?'). Wrong types anywhere are
 errors naming the field, and so are values outside these ranges (real runs are far
 inside them; they keep every later computation within int64 and exact in float64):
-thread numbers, cpus and histogram buckets below 2^31 (C ints in cyclictest);
+thread numbers and histogram buckets below 2^31 (C ints in cyclictest), CPUs below 8192;
 latencies (min, max, avg) of magnitude below 2^62 ns; at most 2^53 samples and 2^22
 non-empty histogram buckets over all threads; avg, when known, within [min, max].
 Options in the cmdline that are no C int give null params, as unparsable ones do.
@@ -69,6 +69,7 @@ from rtlab.ingest._limits import (
 from rtlab.ingest._percentiles import percentiles
 from rtlab.ingest._text import clean_text, named, read_text
 from rtlab.probe import RESULT_SCHEMA
+from rtlab.system._cpus import MAX_CPUS
 
 # getopt of cyclictest 2.x: options taking an argument (required / optional).
 # fmt: off
@@ -163,7 +164,7 @@ def _check_ranges(r: dict[str, Any], unit: int) -> None:
     where = f"thread {r['index']}"
     if r["index"] >= INT32_LIMIT:
         raise UserError(f"{where}: thread number is out of range (at most 2^31 - 1)")
-    if r["cpu"] is not None and not 0 <= r["cpu"] < INT32_LIMIT:
+    if r["cpu"] is not None and not 0 <= r["cpu"] < MAX_CPUS:
         raise UserError(f"{where}: cpu {r['cpu']} is out of range")
     if r["count"] > MAX_SAMPLES:
         raise UserError(f"{where}: cycles {r['count']} is out of range (at most 2^53)")

@@ -3,9 +3,10 @@ for boards that rtlab cannot reach: a serial console only, a lab across an air g
 
 `read_probe(path)` reads one document and the raw-sample files it names:
 
-* Only a regular file of at most 256 MiB is read (as every import); it must be a JSON
-  object with an integer `schema` and a `meter`: a sysinfo document is named as such (it
-  goes to `--sysinfo`), and so is the document of `rtlab-probe load`.
+* Only a regular file of at most 256 MiB is read (as every import), with at most 2^24
+  JSON values nested at most 64 deep (docs/cli.md, "Limits"); it must be a JSON object
+  with an integer `schema` and a `meter`: a sysinfo document is named as such (it goes
+  to `--sysinfo`), and so is the document of `rtlab-probe load`.
 * Older schemas are migrated step by step (rtlab.probe.migrate), a newer one is refused,
   and the result is checked as every stored document is (types, int64 ranges): one line
   naming the file and the key.
@@ -21,14 +22,15 @@ the raw file named in the document) and `raw_missing` (those not found).
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rtlab._input import load_json
 from rtlab.errors import UserError
+from rtlab.ingest._limits import MAX_JSON_VALUES
 from rtlab.ingest._text import display_name, named, read_bytes
 from rtlab.probe import migrate
 from rtlab.rawfile import read_header
@@ -52,11 +54,7 @@ def read_probe(path: Path) -> ProbeDocument:
     """Read, migrate and check one probe result document; UserError naming the file."""
     path = Path(path)
     with named(path):
-        data = read_bytes(path)
-        try:
-            doc = json.loads(data)
-        except (ValueError, RecursionError) as e:
-            raise UserError(f"not valid JSON ({' '.join(str(e).split())})") from None
+        doc = load_json(read_bytes(path), MAX_JSON_VALUES)
         _identify(doc)
     schema = doc["schema"]
     doc = _clean_strings(migrate(doc, display_name(path)))

@@ -3,8 +3,6 @@ HTML file), print and phone CSS, no JavaScript, nothing fetched from the network
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import time
 from collections.abc import Sequence
@@ -13,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rtlab import __version__
+from rtlab._output import csv_text
 from rtlab.errors import UserError
 from rtlab.report import _pwcet
 from rtlab.report._comparison import comparison_tables
@@ -263,12 +262,7 @@ def build_sections(exps: list[ExperimentData], loads: Sequence[int]) -> list[Sec
 
 
 def _csv_text(t: Table) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=t.csv_columns, extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    for row in t.csv_rows:
-        w.writerow({k: "" if row.get(k) is None else row.get(k) for k in t.csv_columns})
-    return buf.getvalue()
+    return csv_text(t.csv_rows, t.csv_columns, lineterminator="\n")
 
 
 def render_html(

@@ -13,8 +13,8 @@ from rtlab.system._audit import (
     run_audit,
 )
 from rtlab.system._cmdline import Cmdline, parse_isolcpus, split_cmdline
-from rtlab.system._cpus import format_cpulist, parse_cpulist
-from rtlab.system._facts import Facts, parse_cpumask, read_facts
+from rtlab.system._cpus import MAX_CPUS, format_cpulist, parse_cpulist, parse_cpumask
+from rtlab.system._facts import Facts, read_facts
 from rtlab.system._fingerprint import audit_system, collect_fingerprint, fingerprint_from_facts
 from rtlab.system._isolation import Isolation, isolated_cpus
 from rtlab.system._kernel import kernel_config, preempt_model
@@ -32,6 +32,7 @@ __all__ = [
     "FAIL",
     "INFO",
     "LIVE_ROOT",
+    "MAX_CPUS",
     "OK",
     "STATUSES",
     "WARN",

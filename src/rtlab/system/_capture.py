@@ -13,9 +13,10 @@ import re
 import shutil
 from pathlib import Path
 
+from rtlab._input import read_regular
 from rtlab.errors import UserError
 from rtlab.system._facts import read_facts
-from rtlab.system._root import RecordingRoot, SysRoot
+from rtlab.system._root import MAX_SYSTEM_FILE_BYTES, RecordingRoot, SysRoot
 
 _PER_PROCESS = re.compile(r"^/proc/\d+/")
 
@@ -32,9 +33,9 @@ def capture(source: SysRoot, dest: Path, rt_cpus: list[int] | None = None) -> li
         for name in sorted(set(rec.reads)):
             if _PER_PROCESS.match(name):
                 continue
-            try:
-                data = source.path(name).read_bytes()
-            except OSError:
+            try:  # a regular file only, at most what the audit reads of it
+                data = read_regular(source.path(name), MAX_SYSTEM_FILE_BYTES, truncate=True)
+            except UserError:
                 continue
             target = tmp / name.lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)

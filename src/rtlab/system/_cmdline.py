@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rtlab.errors import UserError
-from rtlab.system._cpus import parse_cpulist
+from rtlab.system._cpus import cpulist_or_none
 
 
 def _norm(name: str) -> str:
@@ -76,13 +75,6 @@ class Cmdline:
         if value is None:
             return None
         return parse_isolcpus(value)
-
-
-def cpulist_or_none(value: str) -> list[int] | None:
-    try:
-        return parse_cpulist(value)
-    except UserError:
-        return None
 
 
 ISOLCPUS_FLAGS = ("nohz", "domain", "managed_irq")

@@ -11,7 +11,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rtlab.system._cmdline import Cmdline, cpulist_or_none
+from rtlab.errors import UserError
+from rtlab.system._cmdline import Cmdline
+from rtlab.system._cpus import parse_cpumask, system_cpulist
 from rtlab.system._isolation import isolated_cpus
 from rtlab.system._kconfig_debug import DEBUG_OPTIONS, LATENCY_TRACERS, judge
 from rtlab.system._kernel import kernel_config, preempt_model
@@ -39,6 +41,9 @@ CONFIG_FACTS = (
 )  # fmt: skip
 
 MAX_TASKS_LISTED = 20  # task names kept per list in the facts (counts stay exact)
+# CPU numbers kept of thread siblings and IRQ affinities in all (2000 IRQs of 8192 CPUs):
+# a forged document of a million short lists ("0-8191") must not expand to billions.
+MAX_KEPT_CPUS = 1 << 24
 PF_KTHREAD = 0x00200000
 SCHED_FIFO, SCHED_RR = 1, 2
 
@@ -48,7 +53,7 @@ class Task:
     pid: int
     comm: str
     policy: int
-    cpus: list[int]
+    ncpus: int  # CPUs it may run on (the lists are not kept: 65536 tasks of 8192 CPUs)
 
 
 @dataclass
@@ -141,15 +146,28 @@ def _bracketed(text: str | None) -> str | None:
     return m.group(1) if m else text.strip() or None
 
 
-def parse_cpumask(text: str | None) -> list[int] | None:
-    """A hex CPU mask ("ff,ffffffff") as CPU numbers; None when unparsable."""
-    if text is None:
-        return None
-    if not re.fullmatch(r"[0-9a-fA-F,]*", text.strip()):
-        return None
-    digits = text.strip().replace(",", "")
-    value = int(digits, 16) if digits else 0
-    return [i for i in range(value.bit_length()) if value >> i & 1]
+def _cpulist(root: Root, name: str) -> list[int] | None:
+    """The CPU list of file NAME ([] when absent, None when garbled); UserError when it
+    names a CPU no Linux has (a forged or damaged sysinfo document or tree)."""
+    return system_cpulist(root.read(name) or "", f"{root.describe()}: /{name}")
+
+
+def _numbered(name: str) -> bool:
+    """NAME is a PID, IRQ or state number: ASCII digits ("²" is a digit to str.isdigit)."""
+    return 0 < len(name) <= 10 and name.isascii() and name.isdigit()
+
+
+def _within(kept: int, root: Root) -> None:
+    """The CPU numbers kept of thread siblings and IRQ affinities are within the limit."""
+    if kept > MAX_KEPT_CPUS:
+        raise UserError(
+            f"{root.describe()}: thread siblings and IRQ affinities name more than "
+            f"{MAX_KEPT_CPUS} CPUs in all"
+        )
+
+
+def _cpumask(root: Root, name: str) -> list[int] | None:
+    return parse_cpumask(root.read(name), f"{root.describe()}: /{name}")
 
 
 def _timer_list(text: str | None, facts: Facts) -> None:
@@ -181,7 +199,7 @@ def _irq_names(text: str | None) -> dict[str, str]:
     for line in lines[1:]:
         irq, _, rest = line.partition(":")
         irq = irq.strip()
-        if irq.isdigit():
+        if _numbered(irq):
             names[irq] = " ".join(rest.split()[ncpu:])
     return names
 
@@ -198,10 +216,10 @@ def _parse_stat(text: str) -> tuple[str, int, int] | None:
         return None
 
 
-def _status_cpus(text: str | None) -> list[int] | None:
+def _status_cpus(text: str | None, where: str) -> list[int] | None:
     for line in (text or "").splitlines():
         if line.startswith("Cpus_allowed_list:"):
-            return cpulist_or_none(line.split(":", 1)[1].strip())
+            return system_cpulist(line.split(":", 1)[1].strip(), where)
     return None
 
 
@@ -210,17 +228,18 @@ def _tasks(root: Root, facts: Facts) -> None:
     users: list[Task] = []
     kthreads: list[Task] = []
     for name in root.listdir("proc") or []:
-        if not name.isdigit():
+        if not _numbered(name):
             continue
         stat = root.read(f"proc/{name}/stat")
         parsed = _parse_stat(stat) if stat else None
-        cpus = _status_cpus(root.read(f"proc/{name}/status"))
-        if parsed is None or cpus is None or not rt & set(cpus):
+        status = f"proc/{name}/status"
+        cpus = _status_cpus(root.read(status), f"{root.describe()}: /{status}")
+        if parsed is None or cpus is None or rt.isdisjoint(cpus):
             continue
         comm, flags, policy = parsed
-        task = Task(int(name), comm, policy, cpus)
+        task = Task(int(name), comm, policy, len(cpus))
         if flags & PF_KTHREAD:
-            if len(cpus) > 1:  # per-CPU kernel threads belong there
+            if task.ncpus > 1:  # per-CPU kernel threads belong there
                 kthreads.append(task)
         else:
             users.append(task)
@@ -236,11 +255,14 @@ def _tasks(root: Root, facts: Facts) -> None:
 
 
 def _cpus_facts(root: Root, facts: Facts) -> None:
+    kept = 0
     for cpu in facts.cpus_online:
         base = f"{CPU}/cpu{cpu}"
-        sib = cpulist_or_none(root.read(f"{base}/topology/thread_siblings_list") or "")
+        sib = _cpulist(root, f"{base}/topology/thread_siblings_list")
         if sib:
             facts.thread_siblings[str(cpu)] = sib
+            kept += len(sib)
+            _within(kept, root)
         gov = root.read(f"{base}/cpufreq/scaling_governor")
         if gov:
             facts.governors[str(cpu)] = gov
@@ -259,22 +281,25 @@ def _cpus_facts(root: Root, facts: Facts) -> None:
                 }
             )
         if states:
-            states.sort(key=lambda s: int(s["state"][5:]) if s["state"][5:].isdigit() else 0)
+            states.sort(key=lambda s: int(s["state"][5:]) if _numbered(s["state"][5:]) else 0)
             facts.idle_states[str(cpu)] = states
 
 
 def _irqs(root: Root, facts: Facts) -> None:
     names = _irq_names(root.read("proc/interrupts"))
+    kept = sum(map(len, facts.thread_siblings.values()))
     for irq in root.listdir("proc/irq") or []:
-        if not irq.isdigit():
+        if not _numbered(irq):
             continue
-        aff = cpulist_or_none(root.read(f"proc/irq/{irq}/smp_affinity_list") or "")
-        eff = cpulist_or_none(root.read(f"proc/irq/{irq}/effective_affinity_list") or "")
+        aff = _cpulist(root, f"proc/irq/{irq}/smp_affinity_list")
+        eff = _cpulist(root, f"proc/irq/{irq}/effective_affinity_list")
         if aff is None and eff is None:
             continue
+        kept += len(aff or ()) + len(eff or ())
+        _within(kept, root)
         facts.irqs[irq] = {"name": names.get(irq, ""), "affinity": aff, "effective": eff}
     facts.irqs = dict(sorted(facts.irqs.items(), key=lambda kv: int(kv[0])))
-    facts.default_irq_affinity = parse_cpumask(root.read("proc/irq/default_smp_affinity"))
+    facts.default_irq_affinity = _cpumask(root, "proc/irq/default_smp_affinity")
 
 
 def _tracing(root: Root, facts: Facts) -> None:
@@ -327,8 +352,8 @@ def read_facts(root: Root, rt_cpus: list[int] | None = None) -> Facts:
     f.rt_params = {p: v for p in RT_PARAMS if (v := cmdline.get(p)) is not None}
     iso_param = cmdline.isolcpus()
     f.isolcpus_flags = iso_param[0] if iso_param else []
-    f.cpus_online = cpulist_or_none(root.read(f"{CPU}/online") or "") or []
-    f.cpus_possible = cpulist_or_none(root.read(f"{CPU}/possible") or "") or []
+    f.cpus_online = _cpulist(root, f"{CPU}/online") or []
+    f.cpus_possible = _cpulist(root, f"{CPU}/possible") or []
     iso = isolated_cpus(root)
     f.isolated_cpus = iso.cpus if iso.kernel_isolated else []
     f.isolation_source = iso.source if iso.kernel_isolated else None
@@ -336,7 +361,7 @@ def read_facts(root: Root, rt_cpus: list[int] | None = None) -> Facts:
     nohz = cmdline.cpus("nohz_full")
     if nohz is None:
         sysfs = root.read(f"{CPU}/nohz_full")
-        nohz = cpulist_or_none(sysfs) if sysfs and sysfs != "(null)" else None
+        nohz = _cpulist(root, f"{CPU}/nohz_full") if sysfs != "(null)" else None
     f.nohz_full_cpus = nohz or []
     f.rcu_nocbs_cpus = cmdline.cpus("rcu_nocbs") or []
     f.irqaffinity_cpus = cmdline.cpus("irqaffinity")
@@ -362,7 +387,7 @@ def read_facts(root: Root, rt_cpus: list[int] | None = None) -> Facts:
     f.stat_interval_s = _int(root.read("proc/sys/vm/stat_interval"))
     f.watchdog = _int(root.read("proc/sys/kernel/watchdog"))
     f.nmi_watchdog = _int(root.read("proc/sys/kernel/nmi_watchdog"))
-    f.watchdog_cpus = cpulist_or_none(root.read("proc/sys/kernel/watchdog_cpumask") or "")
+    f.watchdog_cpus = _cpulist(root, "proc/sys/kernel/watchdog_cpumask")
     f.dirty_writeback_centisecs = _int(root.read("proc/sys/vm/dirty_writeback_centisecs"))
     f.thp_enabled = _bracketed(root.read("sys/kernel/mm/transparent_hugepage/enabled"))
     f.thp_defrag = _bracketed(root.read("sys/kernel/mm/transparent_hugepage/defrag"))
@@ -371,8 +396,8 @@ def read_facts(root: Root, rt_cpus: list[int] | None = None) -> Facts:
     if swaps is not None:
         f.swap_devices = [ln.split()[0] for ln in swaps.splitlines()[1:] if ln.strip()]
     _irqs(root, f)
-    f.workqueue_cpus = parse_cpumask(root.read("sys/devices/virtual/workqueue/cpumask"))
-    f.writeback_cpus = parse_cpumask(root.read("sys/bus/workqueue/devices/writeback/cpumask"))
+    f.workqueue_cpus = _cpumask(root, "sys/devices/virtual/workqueue/cpumask")
+    f.writeback_cpus = _cpumask(root, "sys/bus/workqueue/devices/writeback/cpumask")
     f.mce_check_interval_s = _int(
         root.read("sys/devices/system/machinecheck/machinecheck0/check_interval")
     )

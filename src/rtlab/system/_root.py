@@ -3,21 +3,38 @@
 Three roots share one interface (read, read_gz, listdir): the live system or a directory
 tree (SysRoot), a document written by `rtlab-probe sysinfo --json` (SnapshotRoot), and a
 wrapper that records what was read (RecordingRoot, for captures and the contract test).
+
+Limits (docs/audit.md, "Limits"): a file is read up to MAX_SYSTEM_FILE_BYTES (the rest of
+a longer one is left out: /proc and /sys files do not tell their size) and only when it
+is a regular file (a FIFO or device in a tree reads as absent, never blocks); a gzip'd
+file (the kernel configuration) may inflate to MAX_SYSTEM_FILE_BYTES, more is an error;
+a directory lists its first MAX_DIR_ENTRIES entries. A sysinfo document is at most
+MAX_SYSINFO_BYTES with MAX_SYSINFO_VALUES JSON values, nested as JSON allows
+(rtlab._input.MAX_JSON_DEPTH).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import gzip
-import json
 import os
 import zlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
+from rtlab._input import check_depth, load_json, read_regular, size_text
 from rtlab.errors import UserError
+
+#: Bytes of one system file read (more is left out), and of an inflated gzip'd file.
+MAX_SYSTEM_FILE_BYTES = 16 << 20
+#: Entries of one directory listed (the probe's sysinfo keeps 8192 files per pattern).
+MAX_DIR_ENTRIES = 1 << 16
+#: A sysinfo document: its size (the probe writes at most 64 MiB of file contents) and
+#: its JSON values (one per file and key; a big system's document has ~100000).
+MAX_SYSINFO_BYTES = 128 << 20
+MAX_SYSINFO_VALUES = 1 << 20
 
 
 class Root(Protocol):
@@ -41,25 +58,32 @@ class SysRoot:
         return self.root / name.lstrip("/")
 
     def read(self, name: str) -> str | None:
-        """The file's text, stripped, or None when it is absent or unreadable."""
+        """The file's text, stripped, or None when it is absent, unreadable or no regular
+        file; at most MAX_SYSTEM_FILE_BYTES of it."""
         try:
-            return self.path(name).read_text(errors="replace").strip()
-        except (OSError, ValueError):
+            data = read_regular(self.path(name), MAX_SYSTEM_FILE_BYTES, truncate=True)
+        except UserError:
             return None
+        return data.decode(errors="replace").strip()
 
     def read_gz(self, name: str) -> str | None:
+        """The inflated text of a gzip'd file, None when absent or not gzip; UserError
+        when it inflates to more than MAX_SYSTEM_FILE_BYTES."""
         try:
-            with gzip.open(self.path(name), "rt", errors="replace") as f:
-                return f.read()
-        except (OSError, EOFError, zlib.error):
+            data = read_regular(self.path(name), MAX_SYSTEM_FILE_BYTES)
+        except UserError:
             return None
+        return gunzip_text(data, f"{self.describe()}: /{name.lstrip('/')}")
 
     def listdir(self, name: str) -> list[str] | None:
-        """Sorted entry names of directory NAME, or None when it is absent."""
+        """Sorted names of the first MAX_DIR_ENTRIES entries of directory NAME, or None
+        when it is absent."""
         try:
-            return sorted(os.listdir(self.path(name)))
-        except OSError:
+            with os.scandir(self.path(name)) as it:
+                names = [e.name for _, e in zip(range(MAX_DIR_ENTRIES), it, strict=False)]
+        except (OSError, ValueError):
             return None
+        return sorted(names)
 
     def describe(self) -> str:
         return "this system" if self.live else str(self.root)
@@ -92,24 +116,53 @@ class SnapshotRoot:
 
     def read_gz(self, name: str) -> str | None:
         data = self.binary.get(_key(name))
-        if data is None:
-            return None
-        try:
-            return gzip.decompress(data).decode(errors="replace")
-        except (OSError, EOFError, zlib.error):
-            return None
+        return None if data is None else gunzip_text(data, f"{self.source}: {_key(name)}")
+
+    @cached_property
+    def _dirs(self) -> dict[str, set[str]]:
+        """Directory -> the names in it, built once: a listing costs its own entries."""
+        dirs: dict[str, set[str]] = {}
+        for path in (*self.files, *self.binary):
+            parts = path.strip("/").split("/")
+            for i in range(len(parts)):
+                dirs.setdefault("/" + "/".join(parts[:i]), set()).add(parts[i])
+        return dirs
 
     def listdir(self, name: str) -> list[str] | None:
-        prefix = _key(name).rstrip("/") + "/"
-        found = {
-            path[len(prefix) :].split("/", 1)[0]
-            for path in (*self.files, *self.binary)
-            if path.startswith(prefix)
-        }
-        return sorted(found) if found else None
+        found = self._dirs.get(_key(name).rstrip("/") or "/")
+        return sorted(found)[:MAX_DIR_ENTRIES] if found else None
 
     def describe(self) -> str:
         return self.source
+
+
+def gunzip_text(data: bytes, where: str) -> str | None:
+    """The text of gzip DATA (members concatenated, as gzip does), None when it is no
+    gzip stream; UserError naming WHERE when it inflates to more than
+    MAX_SYSTEM_FILE_BYTES (a gzip bomb), found before more is inflated."""
+    out: list[bytes] = []
+    size = 0
+    rest = data
+    try:
+        while rest:
+            z = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            chunk = z.decompress(rest, MAX_SYSTEM_FILE_BYTES + 1 - size)
+            while True:
+                size += len(chunk)
+                out.append(chunk)
+                if size > MAX_SYSTEM_FILE_BYTES:
+                    raise UserError(
+                        f"{where}: inflates to more than {size_text(MAX_SYSTEM_FILE_BYTES)}"
+                    )
+                if z.eof or not z.unconsumed_tail:
+                    break
+                chunk = z.decompress(z.unconsumed_tail, MAX_SYSTEM_FILE_BYTES + 1 - size)
+            if not z.eof:
+                return None  # truncated stream
+            rest = z.unused_data.lstrip(b"\0")  # padding after a member, as gzip allows
+    except zlib.error:
+        return None
+    return b"".join(out).decode(errors="replace")
 
 
 def _str_map(doc: dict[str, Any], key: str, where: str) -> dict[str, str]:
@@ -124,17 +177,17 @@ def _str_map(doc: dict[str, Any], key: str, where: str) -> dict[str, str]:
 def load_snapshot(path: str | Path) -> SnapshotRoot:
     """Read a sysinfo document; UserError naming the file when it is not one."""
     p = Path(path)
+    name = str(p) if str(p).isprintable() else repr(str(p))
     try:
-        doc = json.loads(p.read_text())
-    except OSError as e:
-        raise UserError(f"{p}: {e.strerror or e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{p}: not a JSON document ({e})") from None
-    return snapshot_from_document(doc, str(p))
+        doc = load_json(read_regular(p, MAX_SYSINFO_BYTES), MAX_SYSINFO_VALUES)
+    except UserError as e:
+        raise UserError(f"{name}: {e}") from None
+    return snapshot_from_document(doc, name)
 
 
 def snapshot_from_document(doc: Any, source: str) -> SnapshotRoot:
     """A sysinfo document already parsed (e.g. from a target); SOURCE names it."""
+    check_depth(doc)
     if not isinstance(doc, dict) or doc.get("kind") != "sysinfo":
         raise UserError(f'{source}: not a sysinfo document (expected "kind": "sysinfo")')
     if doc.get("schema") != 1:
@@ -147,7 +200,8 @@ def snapshot_from_document(doc: Any, source: str) -> SnapshotRoot:
         except (binascii.Error, ValueError):
             raise UserError(f'{source}: "{name}" is not valid base64') from None
     uname = doc.get("uname") if isinstance(doc.get("uname"), dict) else {}
-    return SnapshotRoot(files, binary, source, {k: str(v) for k, v in uname.items()})
+    scalars = {k: str(v) for k, v in uname.items() if isinstance(v, str | int | float)}
+    return SnapshotRoot(files, binary, source, scalars)
 
 
 @dataclass

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tomllib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from rtlab._input import read_regular, size_text
 from rtlab.errors import UserError
+from rtlab.probe import one_line
 from rtlab.system import parse_cpulist
 
 SSH, LABGRID = "ssh", "labgrid"
@@ -31,7 +34,11 @@ KEYS: dict[str, type | tuple[type, ...]] = {
     "rt_cpus": (str, int),
     "labgrid": str,
 }
+#: Limits of a targets file (docs/targets.md, "Limits"), and of the files it names: they
+#: must be regular files (a FIFO or a device would hang or flood the SSH client).
 MAX_FILE_BYTES = 1 << 20
+MAX_TARGETS = 4096
+FILE_KEYS = {"identity": 1 << 20, "known_hosts": 64 << 20, "probe": 256 << 20}
 
 
 @dataclass(frozen=True)
@@ -148,28 +155,29 @@ def parse_target(text: str, file: Path | None = None) -> TargetSpec:
 
 def read_targets(path: Path) -> dict[str, TargetSpec]:
     """The targets of a targets file: one table per target, named by its key."""
+    label = one_line(str(path))
     try:
-        if not path.is_file():
-            raise UserError(f"{path}: not a file")
-        data = path.read_bytes()
-    except OSError as e:
-        raise UserError(f"{path}: cannot read ({e.strerror})") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise UserError(f"{path}: larger than 1 MiB")
+        data = read_regular(path, MAX_FILE_BYTES)
+    except UserError as e:
+        raise UserError(f"{label}: {e}") from None
     try:
         doc = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise UserError(f"{path}: not a TOML file ({e})") from None
+        raise UserError(f"{label}: not a TOML file ({one_line(str(e))})") from None
+    except RecursionError:
+        raise UserError(f"{label}: arrays or tables nested too deeply for a targets file") from None
+    if len(doc) > MAX_TARGETS:
+        raise UserError(f"{label}: more than {MAX_TARGETS} targets")
     out = {}
     for name, table in doc.items():
-        where = f"{path}: [{name}]"
+        where = f"{label}: [{one_line(name)}]"
         if not NAME_RE.fullmatch(name):
             raise UserError(f"{where}: a target's name is letters, digits, '.', '_' and '-'")
         if not isinstance(table, dict):
             raise UserError(f"{where}: a target is a table ([{name}] with host = ...)")
         out[name] = _table(name, table, where)
     if not out:
-        raise UserError(f"{path}: no target in it ([NAME] tables with host = ...)")
+        raise UserError(f"{label}: no target in it ([NAME] tables with host = ...)")
     return out
 
 
@@ -210,6 +218,8 @@ def _table(name: str, t: dict[str, Any], where: str) -> TargetSpec:
     user = t.get("user")
     if user is not None and not _USER_RE.fullmatch(user):
         raise UserError(f"{where}: user {user!r} is not a user name")
+    for key, max_bytes in FILE_KEYS.items():
+        _check_file(key, _path(t.get(key)), max_bytes, where)
     return TargetSpec(
         name=name,
         kind=kind,
@@ -227,6 +237,21 @@ def _table(name: str, t: dict[str, Any], where: str) -> TargetSpec:
 
 def _path(value: str | None) -> str | None:
     return None if value is None else os.path.expanduser(value)
+
+
+def _check_file(key: str, path: str | None, max_bytes: int, where: str) -> None:
+    """PATH, when it exists, must be a regular file of at most MAX_BYTES (stat only:
+    nothing is opened, so a FIFO does not block)."""
+    if path is None:
+        return
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return  # not there (yet): the SSH client or the copy says so when it is used
+    if not stat.S_ISREG(st.st_mode):
+        raise UserError(f"{where}: {key} {one_line(path)} is not a regular file")
+    if st.st_size > max_bytes:
+        raise UserError(f"{where}: {key} {one_line(path)} is larger than {size_text(max_bytes)}")
 
 
 def _type_name(want: type | tuple[type, ...]) -> str:
