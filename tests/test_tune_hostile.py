@@ -5,7 +5,6 @@ journal ends reset cleanly."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import signal
@@ -273,8 +272,6 @@ def test_a_special_file_swapped_in_before_apply_is_skipped(tmp_path, state, what
 @pytest.mark.parametrize("what", SPECIALS)
 def test_a_special_file_as_a_kernel_file_under_root_is_read_as_absent(tmp_path, state, rtlab,
                                                                       what):  # fmt: skip
-    if importlib.util.find_spec("rtlab._input") is None:
-        pytest.skip("the system root's reader of regular files (rtlab._input) is not here yet")
     root = desktop(tmp_path)
     special(root / STAT, what)
     with no_hang():

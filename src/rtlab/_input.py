@@ -33,6 +33,7 @@ _KINDS = {
     stat.S_IFCHR: "a character device",
     stat.S_IFBLK: "a block device",
     stat.S_IFSOCK: "a socket",
+    stat.S_IFLNK: "a symbolic link",
 }
 _CHUNK = 1 << 20
 # A JSON string (escapes included): removed before counting the structure's values.
@@ -47,10 +48,14 @@ def size_text(n: int) -> str:
     return f"{n} bytes"
 
 
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, for a message: "a FIFO", "a directory"."""
+    return _KINDS.get(stat.S_IFMT(mode), "a special file")
+
+
 def _check_regular(st: os.stat_result, max_bytes: int | None, truncate: bool) -> None:
     if not stat.S_ISREG(st.st_mode):
-        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "a special file")
-        raise UserError(f"cannot read ({kind}, not a regular file)")
+        raise UserError(f"cannot read ({file_kind(st.st_mode)}, not a regular file)")
     if max_bytes is not None and st.st_size > max_bytes and not truncate:
         raise UserError(f"too large: more than {size_text(max_bytes)} ({st.st_size} bytes)")
 

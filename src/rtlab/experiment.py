@@ -41,6 +41,7 @@ from rtlab.probe import Catalog, ProbeOption, one_line, probe_catalog
 from rtlab.probecall import LOAD, Option, ProbeCall
 from rtlab.records import MAX_DEADLINE_NS, CaseRecord
 from rtlab.system import LIVE_ROOT, SysRoot, format_cpulist, isolated_cpus, parse_cpulist
+from rtlab.system._cpus import cpulist_or_none
 from rtlab.units import parse_duration_ns
 
 
@@ -460,7 +461,9 @@ def _loads(
 ) -> list[tuple[str, str]]:
     """(key, --load spec) of every load the case keys give, in order."""
     load_cpus = ""
-    measuring = _small_cpulist(cpus) if p.get("isolate_loads") and not kernel_isolated else None
+    measuring = (
+        cpulist_or_none(cpus) if cpus and p.get("isolate_loads") and not kernel_isolated else None
+    )
     if measuring:  # (a bad list is the probe's to refuse, as --cpus)
         rest = sorted(set(online) - set(measuring))
         load_cpus = f"@{format_cpulist(rest)}" if rest else ""
@@ -471,18 +474,6 @@ def _loads(
         out.append(("load", p["load"]))
     out += [("loads", spec) for spec in p.get("loads", [])]
     return [(key, _pin_load(spec, load_cpus)) for key, spec in out]
-
-
-def _small_cpulist(text: str | None) -> list[int] | None:
-    """The CPUs of TEXT, or None when it is no CPU list or names absurd CPU numbers."""
-    if not text or not re.fullmatch(r"[0-9,:-]+", text):
-        return None
-    if any(len(n.lstrip("0")) > 5 for n in re.findall(r"[0-9]+", text)):
-        return None
-    try:
-        return parse_cpulist(text)
-    except UserError:
-        return None
 
 
 def _pin_load(spec: str, load_cpus: str) -> str:

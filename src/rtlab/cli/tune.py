@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import struct
@@ -12,6 +11,7 @@ from typing import Any
 
 import click
 
+from rtlab._output import json_text
 from rtlab.cli._common import DURATION, console, line, lit, print_json, rich_table, visible
 from rtlab.cli._system import rt_cpus_option, system_tree
 from rtlab.errors import UnsupportedError, UserError
@@ -404,4 +404,4 @@ def _effective(fd: int) -> int | None:
 
 
 def _say(as_json: bool, doc: dict[str, Any], text: str) -> None:
-    click.echo(json.dumps(doc) if as_json else text)
+    click.echo(json_text(doc) if as_json else text)

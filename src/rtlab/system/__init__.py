@@ -25,6 +25,7 @@ from rtlab.system._root import (
     SnapshotRoot,
     SysRoot,
     load_snapshot,
+    snapshot_from_bytes,
     snapshot_from_document,
 )
 
@@ -60,6 +61,7 @@ __all__ = [
     "preempt_model",
     "read_facts",
     "run_audit",
+    "snapshot_from_bytes",
     "snapshot_from_document",
     "split_cmdline",
 ]

@@ -179,10 +179,22 @@ def load_snapshot(path: str | Path) -> SnapshotRoot:
     p = Path(path)
     name = str(p) if str(p).isprintable() else repr(str(p))
     try:
-        doc = load_json(read_regular(p, MAX_SYSINFO_BYTES), MAX_SYSINFO_VALUES)
+        data = read_regular(p, MAX_SYSINFO_BYTES)
     except UserError as e:
         raise UserError(f"{name}: {e}") from None
-    return snapshot_from_document(doc, name)
+    return snapshot_from_bytes(data, name)
+
+
+def snapshot_from_bytes(data: bytes, source: str) -> SnapshotRoot:
+    """A sysinfo document as written (a file's bytes, a target's output), within the
+    limits of a sysinfo document; UserError naming SOURCE when it is not one."""
+    if len(data) > MAX_SYSINFO_BYTES:
+        raise UserError(f"{source}: larger than a sysinfo document may be ({len(data)} bytes)")
+    try:
+        doc = load_json(data, MAX_SYSINFO_VALUES)
+    except UserError as e:
+        raise UserError(f"{source}: {e}") from None
+    return snapshot_from_document(doc, source)
 
 
 def snapshot_from_document(doc: Any, source: str) -> SnapshotRoot:

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from rtlab.errors import InternalError, LostError, UnsupportedError
+from rtlab._input import load_json
+from rtlab.errors import LostError, UnsupportedError, UserError
 from rtlab.probe import Catalog, ProbeOutcome, Refusal, one_line, raise_for_exit, refusal_of
 from rtlab.probecall import Outputs, ProbeCall, probe_argv
-from rtlab.system import SnapshotRoot, snapshot_from_document
+from rtlab.system import SnapshotRoot, snapshot_from_bytes
 from rtlab.targets._probes import probe_for
 from rtlab.targets._spec import TargetSpec
 
@@ -41,6 +42,7 @@ GUARD = (
 )
 _RAW_NAME = re.compile(r"[0-9]{3}\.raw(\.[0-9]{1,4})?")
 EXIT_NO_DIR = 125  # the private directory is gone
+MAX_CATALOG_VALUES = 1 << 16  # `rtlab-probe list --json` has about 1,000 values
 
 
 def quote(args: list[str]) -> str:
@@ -142,8 +144,8 @@ class Session:
     async def catalog(self) -> Catalog:
         got = await self.run(f"{quote([self.exe])} list --json")
         try:
-            data = json.loads(got.stdout) if got.status == 0 else None
-        except ValueError:
+            data = load_json(got.stdout, MAX_CATALOG_VALUES) if got.status == 0 else None
+        except UserError:
             data = None
         return Catalog.from_dict(data, f"{self.label}: rtlab-probe")
 
@@ -153,11 +155,7 @@ class Session:
         if got.status != 0:
             why = got.last_error(f"exit {got.status}")
             raise UnsupportedError(f"{self.label}: rtlab-probe sysinfo failed ({why})")
-        try:
-            doc = json.loads(got.stdout)
-        except ValueError as e:
-            raise InternalError(f"{self.label}: rtlab-probe sysinfo: not JSON ({e})") from None
-        return snapshot_from_document(doc, self.label)
+        return snapshot_from_bytes(got.stdout, f"{self.label}: rtlab-probe sysinfo")
 
     async def check_all(self, calls: list[ProbeCall]) -> dict[ProbeCall, Refusal | None]:
         """`rtlab-probe ... --check` of each call, in one script: up to the first refusal."""

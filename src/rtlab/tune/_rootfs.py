@@ -30,19 +30,12 @@ import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from rtlab._input import file_kind
 from rtlab.tune import _crash
 
 MAX_PATH_BYTES = 1024
 MAX_READ_BYTES = 4 << 20  # a tasks file of 500,000 thread IDs
 LIVE_WRITABLE = ("proc", "sys")  # where the live root is written (plus a cgroup mount)
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFLNK: "a symbolic link",
-}
 
 
 class Refused(OSError):
@@ -77,7 +70,7 @@ def under(rel: str, prefixes: Iterable[str]) -> bool:
 
 
 def kind(mode: int) -> str:
-    return _KINDS.get(stat.S_IFMT(mode), "a special file")
+    return file_kind(mode)
 
 
 def _refusal(mode: int) -> str:
