@@ -297,10 +297,10 @@ def test_huge_values_in_the_tree_are_bounded(tmp_path, state, rtlab):
 def test_a_cpu_list_of_billions_of_cpus_is_bad_input(tmp_path, state, rtlab):
     root = make_root(tmp_path, V2)
     refused(
-        rtlab("partition", "create", "--rt", "0-99999999999", "--root", str(root)), "above 8191"
+        rtlab("partition", "create", "--rt", "0-99999999999", "--root", str(root)), "beyond 8191"
     )
     (root / "sys/devices/system/cpu/online").write_text("0-4000000000\n")
-    refused(rtlab("partition", "create", "--rt", "1", "--root", str(root)), "online", "above 8191")
+    refused(rtlab("partition", "create", "--rt", "1", "--root", str(root)), "online", "beyond 8191")
 
 
 # --- an immutable journal -----------------------------------------------------------------
