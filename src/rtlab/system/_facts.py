@@ -267,7 +267,7 @@ def _cpus_facts(root: Root, facts: Facts) -> None:
         if gov:
             facts.governors[str(cpu)] = gov
         facts.cpufreq_driver = facts.cpufreq_driver or root.read(f"{base}/cpufreq/scaling_driver")
-        states = []
+        states: list[dict[str, Any]] = []
         for state in root.listdir(f"{base}/cpuidle") or []:
             if not state.startswith("state"):
                 continue
