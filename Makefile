@@ -16,8 +16,8 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # command the tests run to its package here.
 TEST_DEBS := rt-tests chromium stress-ng iperf3 openssh-server openssh-client util-linux mount
 
-.PHONY: run test install probe probe-test pytest lint debs cross-test cross-probe bench clean \
-	sanitize sanitize-deps format format-check clang-format-deb
+.PHONY: run test install probe probe-test pytest lint typecheck debs cross-test cross-probe bench \
+	clean sanitize sanitize-deps format format-check clang-format-deb
 
 $(VENV)/.stamp: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,10 @@ lint: install $(if $(filter 1,$(CLANG_FORMAT_CHECK)),format-check)
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/ruff format --check src tests bench
 
+# mypy over src/rtlab, configured in pyproject.toml ([tool.mypy]).
+typecheck: install
+	$(VENV)/bin/mypy
+
 format: clang-format-deb
 	clang-format -i $(C_FILES)
 
@@ -78,7 +82,7 @@ probe-test: probe
 pytest: install debs
 	$(VPY) -m pytest -q tests
 
-test: lint probe-test sanitize pytest
+test: lint typecheck probe-test sanitize pytest
 
 # The probe and its C unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
 # (build/asan) and ThreadSanitizer (build/tsan), each followed by short runs of every

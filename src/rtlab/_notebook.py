@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rtlab.errors import UserError
 from rtlab.records import CaseRecord
 from rtlab.store import ExperimentRecord, Store
+
+if TYPE_CHECKING:  # imported when used: pandas is an optional extra
+    import numpy as np
+    import pandas as pd
 
 
 class Experiment:
@@ -37,7 +41,7 @@ class Experiment:
 
         return stats_rows(self.record, deadline_ns)
 
-    def samples(self, case: CaseRecord | int | str):
+    def samples(self, case: CaseRecord | int | str) -> np.ndarray:
         """Raw samples (ns, numpy int64) of a case captured with raw = true."""
         import numpy as np
 
@@ -51,7 +55,7 @@ class Experiment:
             )
         return samples[0] if len(samples) == 1 else np.concatenate(samples)
 
-    def to_pandas(self, deadline_ns: int | None = None):
+    def to_pandas(self, deadline_ns: int | None = None) -> pd.DataFrame:
         try:
             import pandas as pd
         except ImportError as e:

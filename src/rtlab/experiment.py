@@ -40,7 +40,7 @@ from rtlab.errors import UserError
 from rtlab.probe import Catalog, ProbeOption, one_line, probe_catalog
 from rtlab.probecall import LOAD, Option, ProbeCall
 from rtlab.records import MAX_DEADLINE_NS, CaseRecord
-from rtlab.system import LIVE_ROOT, SysRoot, format_cpulist, isolated_cpus, parse_cpulist
+from rtlab.system import LIVE_ROOT, Root, format_cpulist, isolated_cpus, parse_cpulist
 from rtlab.system._cpus import cpulist_or_none
 from rtlab.units import parse_duration_ns
 
@@ -238,7 +238,8 @@ def _table(where: str, value: Any, what: str) -> dict:
 
 
 def _type(value: Any) -> str:
-    return {list: "array", dict: "table"}.get(type(value), type(value).__name__)
+    names: dict[type, str] = {list: "array", dict: "table"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _value_error(k: CaseKey, value: Any, catalog: Catalog) -> str | None:
@@ -250,16 +251,16 @@ def _value_error(k: CaseKey, value: Any, catalog: Catalog) -> str | None:
         return f"must be one of {', '.join(k.choices)}; not {q(value)}"
     if isinstance(value, str) and not value and k.kind != "load":
         return "must not be empty"
-    if k.kind == "count" and value < 0:
+    if k.kind == "count" and isinstance(value, int) and value < 0:
         return "must be >= 0"
-    if k.kind == "strings":
+    if k.kind == "strings" and isinstance(value, list):
         if not all(isinstance(v, str) for v in value):
             return "must be a list of strings"
         if k.name == "loads" and not all(value):
             return "must be a list of non-empty strings"
     if k.kind == "meter" and value not in catalog.meter_names:
         return f"must be one of {', '.join(catalog.meter_names)}, not {q(value)}"
-    if k.kind == "duration":
+    if k.kind == "duration" and isinstance(value, str):
         try:
             ns = parse_duration_ns(value)
         except UserError as e:
@@ -407,7 +408,7 @@ def _scaled(value: int, scale: float) -> int:
     return max(1, n) if value >= 1 else n
 
 
-def _resolve_cpus(value: Any, root: SysRoot, notes: list[str]) -> tuple[str | None, bool]:
+def _resolve_cpus(value: Any, root: Root, notes: list[str]) -> tuple[str | None, bool]:
     """(CPU list, kernel-isolated) for a 'cpus' value."""
     if value is None:
         return None, False
@@ -509,7 +510,7 @@ def _mean_interval_ns(text: Any) -> int:
     return sum(ends) // len(ends)
 
 
-def expand(exp: Experiment, scale: float = 1.0, root: SysRoot = LIVE_ROOT) -> Experiment:
+def expand(exp: Experiment, scale: float = 1.0, root: Root = LIVE_ROOT) -> Experiment:
     """Fill exp.cases: the product of every series' sweep, scaled, CPUs resolved; each
     case's keys checked against its meter."""
     if (
@@ -573,7 +574,7 @@ def _check_case(exp: Experiment, case: CaseRecord, catalog: Catalog) -> None:
 
 
 def load_experiment(
-    spec: str, scale: float = 1.0, root: SysRoot = LIVE_ROOT, catalog: Catalog | None = None
+    spec: str, scale: float = 1.0, root: Root = LIVE_ROOT, catalog: Catalog | None = None
 ) -> Experiment:
     source, text = read_source(spec)
     return expand(parse(text, source, catalog), scale, root)

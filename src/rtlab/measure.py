@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rtlab.errors import UserError
 from rtlab.experiment import Experiment, load_experiment, validate_with_probe
@@ -15,6 +15,9 @@ from rtlab.probecall import Option
 from rtlab.runner import Display, RunResult, new_record, run_cases
 from rtlab.store import ExperimentRecord, Store, write_json_atomic
 from rtlab.targets import Target
+
+if TYPE_CHECKING:  # rtlab.report brings matplotlib: imported when a report is written
+    from rtlab.report import Report
 
 SayFn = Callable[[str], None]
 
@@ -38,7 +41,7 @@ class Measured:
     record: ExperimentRecord
     interrupted: bool
     ran: int
-    report: Any = None  # rtlab.report's written report, when one was written
+    report: Report | None = None  # the report written, if one was
     report_error: str | None = None  # why none was written
 
 

@@ -14,7 +14,8 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import IO, Any, NoReturn
 
 from rtlab.errors import InternalError, OutputError, UnsupportedError, UserError
 from rtlab.probecall import Outputs, ProbeCall, probe_argv
@@ -382,11 +383,12 @@ def _start_in(cgroup: str) -> Callable[[], None]:
     return preexec
 
 
-def _term_as_interrupt(signum, frame) -> None:
+def term_as_interrupt(signum: int, frame: FrameType | None) -> NoReturn:
+    """A signal handler (SIGTERM) that stops the program as ^C does."""
     raise KeyboardInterrupt
 
 
-def _lines(stream) -> Iterator[str]:
+def _lines(stream: IO[str]) -> Iterator[str]:
     yield from iter(stream.readline, "")
 
 
@@ -429,7 +431,7 @@ def run_probe(
     cmd = [str(probe or find_probe()), *probe_argv(call, outputs)]
     document = Path(outputs.document)
     interrupted = False
-    previous = signal.signal(signal.SIGTERM, _term_as_interrupt)
+    previous = signal.signal(signal.SIGTERM, term_as_interrupt)
     proc = None
     try:
         proc = subprocess.Popen(
@@ -442,6 +444,7 @@ def run_probe(
             start_new_session=True,
             preexec_fn=_start_in(cgroup) if cgroup is not None else None,
         )
+        assert proc.stdout is not None and proc.stderr is not None  # both PIPE
         try:
             for line in _lines(proc.stdout):
                 if on_progress:

@@ -23,12 +23,15 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from rtlab._input import load_json, open_regular
 from rtlab.errors import UserError
 from rtlab.records import CaseRecord, utc_now
 from rtlab.store import ExperimentRecord
+
+if TYPE_CHECKING:  # rtlab.runner imports this module
+    from rtlab.runner import Display
 
 PROGRESS_FILE = "progress.jsonl"
 #: A progress line of the probe holds ~200 bytes per measuring thread.
@@ -40,7 +43,7 @@ MAX_POLL_BYTES = 16 << 20
 class ProgressRecorder:
     """A runner Display that writes the progress file and passes everything on to INNER."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Display) -> None:
         self.inner = inner
         self.file: IO[str] | None = None
         self.rec: ExperimentRecord | None = None

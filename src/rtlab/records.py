@@ -235,7 +235,9 @@ def _args_v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
         args = case.pop("args", None)
         if not isinstance(args, list) or not args or not all(isinstance(a, str) for a in args):
             continue
-        params = case.get("params") if isinstance(case.get("params"), dict) else {}
+        params = case.get("params")
+        if not isinstance(params, dict):
+            params = {}
         options, i = [], 1
         while i < len(args):
             name, eq, value = args[i].removeprefix("--").partition("=")

@@ -10,6 +10,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from rtlab.analysis import (
     CaseStats,
     Comparison,
@@ -112,13 +114,14 @@ def by_series(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def case_samples(rec: ExperimentRecord, case: CaseRecord):
+def case_samples(rec: ExperimentRecord, case: CaseRecord) -> list[np.ndarray] | None:
     """Raw samples of a case, one memory-mapped array per thread, or None without raw capture."""
     from rtlab.rawfile import open_samples
 
     base = rec.document_path(case).parent
-    paths = [resolve_raw_file(t, base) for t in rec.document(case)["threads"]]
-    if not paths or None in paths:
+    threads = rec.document(case)["threads"]
+    paths = [p for t in threads if (p := resolve_raw_file(t, base)) is not None]
+    if not paths or len(paths) < len(threads):
         return None
     return [open_samples(p) for p in paths]
 
@@ -137,13 +140,13 @@ def case_tail(rec: ExperimentRecord, case: CaseRecord, confidence: float = 0.9) 
 
     threads = rec.document(case).get("threads") or []
     base = rec.document_path(case).parent
-    paths = [resolve_raw_file(t, base) for t in threads]
-    if not paths or None in paths:
+    paths = [p for t in threads if (p := resolve_raw_file(t, base)) is not None]
+    if not paths or len(paths) < len(threads):
         return refused_fit(NO_RAW, confidence)
     lost = sum(int(t.get("raw_lost") or 0) for t in threads)
     if lost:
         return refused_fit(f"{lost} raw samples were lost: the time order has gaps", confidence)
-    return fit_tail([open_samples(p) for p in paths if p is not None], confidence=confidence)
+    return fit_tail([open_samples(p) for p in paths], confidence=confidence)
 
 
 def record_side(rec: ExperimentRecord, setup: str, deadline_ns: int | None) -> Side:
@@ -156,7 +159,7 @@ def record_side(rec: ExperimentRecord, setup: str, deadline_ns: int | None) -> S
             cache[case.index] = case_stats(rec, case, dl)
         return cache[case.index]
 
-    def samples(case: CaseRecord):
+    def samples(case: CaseRecord) -> list[np.ndarray] | None:
         return case_samples(rec, case) if stats(case).exact else None
 
     return Side(rec.id, setup, rec.done_cases, stats, samples, lambda case: case_tail(rec, case))
@@ -191,8 +194,8 @@ def setup_labels(recs: list[ExperimentRecord]) -> list[str]:
     """Name each experiment by the system facts that differ between them (else by its id);
     experiments run on distinct targets (a farm's boards) by target name first."""
     names = setup_names([setup_facts(r) for r in recs], [r.id for r in recs])
-    boards = [(r.manifest.target or {}).get("name") for r in recs]
-    if all(isinstance(b, str) and b for b in boards) and len(set(boards)) == len(boards):
+    boards = [b for r in recs if isinstance(b := (r.manifest.target or {}).get("name"), str) and b]
+    if len(boards) == len(recs) and len(set(boards)) == len(boards):
         return [
             b if n == r.id else f"{b} · {n}" for b, n, r in zip(boards, names, recs, strict=True)
         ]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rtlab.errors import InternalError, LostError, OutputError
 from rtlab.experiment import Experiment
+from rtlab.probe import term_as_interrupt
 from rtlab.probecall import Option, ProbeCall
 from rtlab.progresslog import ProgressRecorder
 from rtlab.records import CaseRecord, SeriesRecord, new_manifest
@@ -67,10 +69,6 @@ def new_record(
     return rec
 
 
-def _term_as_interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
 def _discard(
     rec: ExperimentRecord, case: CaseRecord, status: str, reason: str | None = None
 ) -> None:
@@ -98,12 +96,12 @@ def run_cases(store: Store, rec: ExperimentRecord, display: Display, target: Tar
         return _run_locked(store, rec, display, target)
 
 
-def _run_locked(store: Store, rec: ExperimentRecord, display: Display, target: Target) -> RunResult:
+def _run_locked(store: Store, rec: ExperimentRecord, inner: Display, target: Target) -> RunResult:
     todo = [c for c in rec.cases if not c.done]
-    display = ProgressRecorder(display)  # results/<id>/progress.jsonl, for `rtlab watch`
+    display = ProgressRecorder(inner)  # results/<id>/progress.jsonl, for `rtlab watch`
     display.start(rec, todo)
     ran, interrupted = 0, False
-    previous = signal.signal(signal.SIGTERM, _term_as_interrupt)
+    previous = signal.signal(signal.SIGTERM, term_as_interrupt)
     try:
         for case in todo:
             doc = rec.path / "cases" / f"{case.slug}.json"
@@ -114,7 +112,7 @@ def _run_locked(store: Store, rec: ExperimentRecord, display: Display, target: T
             display.case_start(case)
             try:
                 outcome = target.run_case(
-                    case, call, doc, raw, lambda line, c=case: display.progress(c, line)
+                    case, call, doc, raw, functools.partial(display.progress, case)
                 )
             except KeyboardInterrupt:
                 outcome = None

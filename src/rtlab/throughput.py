@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ class Workload:
 
 
 @contextlib.contextmanager
-def _group(cmd: list[str], **kw) -> Iterator[subprocess.Popen]:
+def _group(cmd: list[str], **kw: Any) -> Iterator[subprocess.Popen[str]]:
     """CMD in a process group of its own, killed (the whole group) when leaving."""
     proc = subprocess.Popen(cmd, start_new_session=True, **kw)
     try:
@@ -106,8 +107,10 @@ def _iperf3(scale: float) -> float:
     server = ["iperf3", "-s", "-1", "--forceflush", "-B", "127.0.0.1", "-p", port]
     with _group(server, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as srv:
         # A test connection would be the one client `-1` serves: wait for its banner.
-        ready, _, _ = select.select([srv.stdout], [], [], 10)
-        if not ready or "listening" not in srv.stdout.readline().lower() + srv.stdout.readline():
+        banner = srv.stdout
+        assert banner is not None  # stdout=PIPE
+        ready, _, _ = select.select([banner], [], [], 10)
+        if not ready or "listening" not in banner.readline().lower() + banner.readline():
             raise InternalError("iperf3 -s did not start listening")
         out = _output(["iperf3", "-c", "127.0.0.1", "-p", port, "-t", str(secs), "-J"], 60)
     import json
@@ -241,7 +244,12 @@ def change_pct(a: list[float], b: list[float], seed: int = 0) -> dict[str, float
             "excludes_zero": bool(lo > 0 or hi < 0)}  # fmt: skip
 
 
-def measure(w: Workload, repeat: int, scale: float, on_run=None) -> dict:
+def measure(
+    w: Workload,
+    repeat: int,
+    scale: float,
+    on_run: Callable[[Workload, int, float], None] | None = None,
+) -> dict[str, Any]:
     """Run W REPEAT times; the result document of its case."""
     start_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.monotonic_ns()

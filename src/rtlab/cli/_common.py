@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -30,13 +31,16 @@ EXIT_UNSUPPORTED = 3
 EXIT_INTERNAL = 4
 EXIT_OUTPUT = 5
 
+#: A command function, as the option decorators take and return it.
+CommandFn = TypeVar("CommandFn", bound=Callable[..., Any])
+
 
 class Duration(click.ParamType):
     """A duration with its unit, > 0 and at most an hour (as every deadline)."""
 
     name = "DURATION"
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int):
             return value
         try:
@@ -82,7 +86,7 @@ scale_option = click.option(
 )
 
 
-def output_options(f):
+def output_options(f: CommandFn) -> CommandFn:
     f = click.option("--csv", "as_csv", is_flag=True, help="CSV on stdout")(f)
     f = click.option("--json", "as_json", is_flag=True, help="JSON on stdout")(f)
     return f

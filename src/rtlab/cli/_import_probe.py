@@ -151,7 +151,7 @@ def _system(
         root = load_snapshot(sysinfo)  # a regular file of bounded size, never a FIFO
         system, audit = audit_system(root, deadline_ns=deadline)
         system["imported"] = True
-        hosts = {_uname(p.doc).get("nodename") for p in imported} - {None}
+        hosts = {n for p in imported if (n := _uname(p.doc).get("nodename")) is not None}
         board = system.get("hostname")
         if board and hosts and hosts != {board}:
             click.echo(
@@ -162,7 +162,9 @@ def _system(
                 err=True,
             )
         return system, audit
-    host = imported[0].doc.get("host") if isinstance(imported[0].doc.get("host"), dict) else {}
+    host = imported[0].doc.get("host")
+    if not isinstance(host, dict):
+        host = {}
     uname = _uname(imported[0].doc)
     system = {
         "schema": 1,

@@ -14,6 +14,7 @@ from rtlab.analysis import (
     parse_probability,
     parse_rate,
 )
+from rtlab.cli._common import CommandFn
 from rtlab.errors import UserError
 from rtlab.units import format_ns
 
@@ -22,7 +23,7 @@ CSV_FIELDS = ["pwcet_p", "pwcet_ns", "pwcet_lo_ns", "pwcet_hi_ns", "pwcet_method
               "pwcet_refused"]  # fmt: skip
 
 
-def pwcet_options(f):
+def pwcet_options(f: CommandFn) -> CommandFn:
     f = click.option(
         "--pwcet-rate",
         "pwcet_rate",

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import click
 
+from rtlab.cli._common import CommandFn
 from rtlab.store import ExperimentRecord
 from rtlab.targets import Target, reopen_target
 from rtlab.targets import open_target as open_named
 
 
-def target_options(f):
+def target_options(f: CommandFn) -> CommandFn:
     """--target TARGET, --targets FILE, --accept-new-host-key (and the farm's hidden --farm)."""
     f = click.option("--farm", "farm_id", hidden=True)(f)
     f = click.option(

@@ -10,7 +10,7 @@ from rtlab.cli._common import console, print_json, print_views, results_option, 
 from rtlab.records import CaseRecord, SeriesRecord, new_manifest
 from rtlab.results import meter_tables
 from rtlab.system import collect_fingerprint
-from rtlab.throughput import WORKLOADS, measure, select_workloads
+from rtlab.throughput import WORKLOADS, Workload, measure, select_workloads
 
 
 @click.group("bench")
@@ -39,7 +39,7 @@ def throughput_cmd(
     store = store_from(results_dir)
     chosen = select_workloads(workloads)
 
-    def progress(w, i, value) -> None:
+    def progress(w: Workload, i: int, value: float) -> None:
         click.echo(f"  {w.name} run {i + 1}/{repeat}: {value:.4g} {w.unit}", err=True)
 
     click.echo(f"throughput: {len(chosen)} workloads x {repeat} runs", err=True)

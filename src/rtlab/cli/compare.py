@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import click
 
-from rtlab.analysis import Metric, metrics, p_text, parse_fail_if
+from rtlab.analysis import (
+    Comparison,
+    ComparisonRow,
+    MeterView,
+    Metric,
+    metrics,
+    p_text,
+    parse_fail_if,
+)
 from rtlab.cli._common import (
     DURATION,
     check_exclusive,
@@ -23,6 +33,10 @@ from rtlab.cli._common import (
 from rtlab.cli._pwcet import cell, pwcet_options, resolve, title
 from rtlab.errors import UserError
 from rtlab.results import compare_records, meter_tables
+from rtlab.store import ExperimentRecord
+
+# Per meter: its view and, per row both sides have, (row key, the pair of rows).
+MeterPairs = dict[str, tuple[MeterView, list[tuple[tuple[Any, ...], dict[str, Any]]]]]
 
 
 def _metric_list(text: str) -> list[Metric]:
@@ -95,9 +109,14 @@ def compare(
             }
         )
     elif as_csv:
-        flat = []
+        flat: list[dict[str, Any]] = []
         for r in comp.rows:
-            item = {"series": r.series, "case": r.case, "baseline": r.baseline, "other": r.other}
+            item: dict[str, Any] = {
+                "series": r.series,
+                "case": r.case,
+                "baseline": r.baseline,
+                "other": r.other,
+            }
             for m in wanted:
                 item[f"{m.key}_baseline"] = getattr(r.baseline_stats, m.key)
                 item[f"{m.key}_other"] = getattr(r.other_stats, m.key)
@@ -136,12 +155,12 @@ def _ratio_cell(ratio: float | None) -> str:
     return "-" if ratio is None or not math.isfinite(ratio) else f"{ratio:.2f}x"
 
 
-def _print_tables(comp, wanted: list[Metric]) -> None:
+def _print_tables(comp: Comparison, wanted: list[Metric]) -> None:
     out = console()
     for i, side in enumerate(comp.sides):
         out.print(line(f"{'ABCDEFGHIJ'[i] if i < 10 else i}: {side.id}  ", (side.setup, "bold")))
     for side in comp.sides[1:]:
-        series: dict[str, list] = {}
+        series: dict[str, list[ComparisonRow]] = {}
         for r in comp.rows:
             if r.other == side.id:
                 series.setdefault(r.series, []).append(r)
@@ -164,7 +183,7 @@ def _print_tables(comp, wanted: list[Metric]) -> None:
             out.print(rich_table(f"{name}: B = {side.id}", headers, table))
 
 
-def _print_pwcet(comp, p: float, rate: float) -> None:
+def _print_pwcet(comp: Comparison, p: float, rate: float) -> None:
     out = console()
     headers = ["B", "series", "case", f"pWCET({p_text(p)}) A", f"pWCET({p_text(p)}) B", "B/A"]
     cells, refusals = [], []
@@ -181,11 +200,13 @@ def _print_pwcet(comp, p: float, rate: float) -> None:
         out.print(line(text))
 
 
-def _row_key(view, row) -> tuple:
+def _row_key(view: MeterView, row: Mapping[str, Any]) -> tuple[Any, ...]:
     return (row["series"], row["case"], row.get(view.key) if view.key else None)
 
 
-def _meter_pairs(recs, deadline: int | None, comp) -> dict[str, tuple]:
+def _meter_pairs(
+    recs: Sequence[ExperimentRecord], deadline: int | None, comp: Comparison
+) -> MeterPairs:
     """Per meter with a view: (view, [(key, {"other", "baseline": row, "other_row": row})])
     for every case (or CPU) both the baseline and a later experiment have. The statistics
     are the comparison's own (COMP), not computed again."""
@@ -194,7 +215,7 @@ def _meter_pairs(recs, deadline: int | None, comp) -> dict[str, tuple]:
         for rec, side in zip(recs, comp.sides, strict=True)
     ]
     base = {view.meter: (view, rows) for view, rows in tables[0]}
-    out: dict[str, tuple] = {}
+    out: MeterPairs = {}
     for rec, rec_tables in zip(recs[1:], tables[1:], strict=True):
         for view, rows in rec_tables:
             if view.meter not in base:
@@ -210,7 +231,7 @@ def _meter_pairs(recs, deadline: int | None, comp) -> dict[str, tuple]:
     return out
 
 
-def _print_meters(meters: dict[str, tuple]) -> None:
+def _print_meters(meters: MeterPairs) -> None:
     from rtlab.analysis import METRICS
 
     out = console()

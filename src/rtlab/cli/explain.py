@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
+from rich.console import Console
 from rich.table import Table
 
 from rtlab.analysis import (
@@ -178,7 +179,9 @@ def explain(experiment_id: str, case: str | None, results_dir: str, as_json: boo
     return 0
 
 
-def _print_case(out, e: Explained, findings: list[dict[str, Any]], deadline: int | None) -> None:
+def _print_case(
+    out: Console, e: Explained, findings: list[dict[str, Any]], deadline: int | None
+) -> None:
     ex = e.explain
     out.print()
     if ex is None:
@@ -223,9 +226,10 @@ def _detail(c: CauseTotal) -> str:
     return "; ".join(parts)
 
 
-def _print_summary(out, e: Explained, findings: list[dict[str, Any]]) -> None:
+def _print_summary(out: Console, e: Explained, findings: list[dict[str, Any]]) -> None:
     total = sum(s.get("latency_ns") or 0 for s in e.spikes)
-    rows, first = [], {}
+    rows: list[list[str]] = []
+    first: dict[Any, dict[str, Any]] = {}  # finding id -> finding
     for i, c in enumerate(e.summary, 1):
         found = related_findings(c.to_dict(), findings)
         if found:  # the most direct finding of each cause gets its fix printed below
@@ -266,7 +270,9 @@ def _rel(ns: int) -> str:
     return ("+" if ns > 0 else "") + format_ns(ns) if ns else "0"
 
 
-def _print_spike(out, n: int, of: int, s: dict, threads: list, deadline: int | None) -> None:
+def _print_spike(
+    out: Console, n: int, of: int, s: dict[str, Any], threads: list[Any], deadline: int | None
+) -> None:
     latency = s.get("latency_ns") or 0
     out.print()
     out.print(line((f"spike {n} of {of}: ", "bold"), (str(s.get("verdict") or "?"), "bold")))

@@ -21,6 +21,7 @@ from rtlab.cli._common import (
 )
 from rtlab.errors import UserError
 from rtlab.experiment import read_source
+from rtlab.store import Store
 from rtlab.targets import read_targets
 from rtlab.targets._farm import (
     EXIT_INTERRUPTED,
@@ -123,7 +124,7 @@ def farm_run(
     return max((m.exit_code or 0) for m in farm.members) if farm.members else 0
 
 
-def _report(store, farm: Farm, deadline: int | None) -> str | None:
+def _report(store: Store, farm: Farm, deadline: int | None) -> str | None:
     recs = member_records(store, farm)
     if not recs:
         return None

@@ -13,7 +13,7 @@ from rtlab.ingest._text import named, read_bytes
 from rtlab.lava import DEFAULT_DUT_DIR, make_testdef, shell_quote
 from rtlab.probe import EXIT_UNSUPPORTED, Refusal
 from rtlab.probecall import ProbeCall, probe_argv
-from rtlab.system import LIVE_ROOT, load_snapshot
+from rtlab.system import LIVE_ROOT, Root, load_snapshot
 from rtlab.targets import LocalTarget
 
 
@@ -64,7 +64,7 @@ def testdef_cmd(
     The cases are checked with this machine's probe first (a load tool missing here is
     not an error: the device may have it).
     """
-    root = LIVE_ROOT
+    root: Root = LIVE_ROOT
     if sysinfo:
         with named(sysinfo):
             read_bytes(Path(sysinfo))  # a regular file of a sane size, never a FIFO

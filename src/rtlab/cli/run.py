@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Group
@@ -32,8 +33,11 @@ from rtlab.probecall import probe_argv
 from rtlab.records import CaseRecord
 from rtlab.results import effective_deadline, stats_rows
 from rtlab.runner import Display
-from rtlab.store import ExperimentRecord
+from rtlab.store import ExperimentRecord, Store
 from rtlab.units import format_ns
+
+if TYPE_CHECKING:  # rtlab.report brings matplotlib: imported when a report is written
+    from rtlab.report import Report
 
 THROUGHPUT = "throughput"
 
@@ -214,8 +218,8 @@ def run(
         if rec.complete:
             click.echo(f"{visible(rec.id)} is already complete", err=True)
             return _finish(rec, deadline, as_json, None, 0)
-        target = resume_target(rec, target, accept_new_host_key)
-        done = resume(store, rec, target, deadline, display)
+        where = resume_target(rec, target, accept_new_host_key)
+        done = resume(store, rec, where, deadline, display)
     else:
         if not experiment and partition:
             raise click.UsageError("missing EXPERIMENT (put it before --partition [NAME])")
@@ -245,7 +249,7 @@ def _say(text: str) -> None:
     click.echo(visible(text), err=True)
 
 
-def _outcome(store, done: Measured, deadline: int | None, as_json: bool) -> int:
+def _outcome(store: Store, done: Measured, deadline: int | None, as_json: bool) -> int:
     """What the run did, the report written, the verdict; 130 when interrupted."""
     rec = done.record
     warn_store(store)
@@ -268,7 +272,7 @@ def _outcome(store, done: Measured, deadline: int | None, as_json: bool) -> int:
     return _finish(rec, deadline, as_json, done.report, done.ran)
 
 
-def _summary(rec: ExperimentRecord, report, ran: int, **extra) -> dict:
+def _summary(rec: ExperimentRecord, report: Path | None, ran: int, **extra: Any) -> dict[str, Any]:
     return {
         "id": rec.id,
         "path": str(rec.path),
@@ -281,7 +285,9 @@ def _summary(rec: ExperimentRecord, report, ran: int, **extra) -> dict:
     }
 
 
-def _finish(rec: ExperimentRecord, deadline: int | None, as_json: bool, written, ran: int) -> int:
+def _finish(
+    rec: ExperimentRecord, deadline: int | None, as_json: bool, written: Report | None, ran: int
+) -> int:
     """The verdict against the deadline in effect: exit 1 when it is exceeded. The
     statistics come from the report just WRITTEN, or are computed when there is none."""
     dl = effective_deadline(rec, deadline)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import click
+from rich.console import Console
 
-from rtlab.analysis import EXPORT_METRICS, METRICS, TABLE_COUNTS, TABLE_METRICS
+from rtlab.analysis import EXPORT_METRICS, METRICS, TABLE_COUNTS, TABLE_METRICS, Estimate
 from rtlab.cli._common import (
     DURATION,
     check_exclusive,
@@ -41,6 +43,7 @@ from rtlab.results import (
     setup_label,
     stats_rows,
 )
+from rtlab.store import ExperimentRecord
 from rtlab.units import format_ns
 
 CSV_COLUMNS = ["experiment", "series", "case", "label", *EXPORT_METRICS, "deadline_ns"]
@@ -75,7 +78,7 @@ def show(
     rec = store_from(results_dir).open(experiment_id)
     stats = all_case_stats(rec, deadline)
     rows = stats_rows(rec, deadline, stats)
-    estimates = {}
+    estimates: dict[int, Estimate] = {}
     if p is not None:
         cases = {c.index: c for c in rec.done_cases}
         for row in rows:
@@ -142,7 +145,13 @@ def show(
     return status
 
 
-def _print_pwcet(out, rows, estimates, p: float, rate: float) -> None:
+def _print_pwcet(
+    out: Console,
+    rows: list[dict[str, Any]],
+    estimates: dict[int, Estimate],
+    p: float,
+    rate: float,
+) -> None:
     table = [
         [r["series"], r["label"], cell(e := estimates[r["index"]]), method_text(e)] for r in rows
     ]
@@ -154,7 +163,7 @@ def _print_pwcet(out, rows, estimates, p: float, rate: float) -> None:
             out.print(line(f"  {r['series']} / {r['label']}: refused: {e.refused}"))
 
 
-def _num(value, digits: str = ",.0f") -> str:
+def _num(value: Any, digits: str = ",.0f") -> str:
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -162,9 +171,10 @@ def _num(value, digits: str = ",.0f") -> str:
     return format(v, digits) if math.isfinite(v) else "?"
 
 
-def _activity_lines(rec) -> list[str]:
+def _activity_lines(rec: ExperimentRecord) -> list[str]:
     """One line per finished case when any ran a load: what the system really did."""
-    lines, loaded = [], False
+    lines: list[str] = []
+    loaded = False
     for case in rec.done_cases:
         doc = rec.document(case)
         act = doc.get("activity")

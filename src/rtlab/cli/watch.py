@@ -31,7 +31,7 @@ from rtlab.progresslog import (
     WatchState,
     running_experiments,
 )
-from rtlab.store import ExperimentRecord, read_record
+from rtlab.store import ExperimentRecord, Store, read_record
 from rtlab.units import format_ns
 
 #: Seconds between two looks at the progress file (the probe writes 4 lines a second).
@@ -43,7 +43,9 @@ SNAPSHOT_NS = 1_000_000_000
 def thread_rows(probe: dict[str, Any], deadline_ns: int | None) -> list[dict[str, Any]]:
     """Per measuring thread: CPU, current/min/average/maximum latency, samples, deadline
     misses and the busy % of its CPU, from one progress line of the probe."""
-    busy = probe.get("cpu_busy_pct") if isinstance(probe.get("cpu_busy_pct"), dict) else {}
+    busy = probe.get("cpu_busy_pct")
+    if not isinstance(busy, dict):
+        busy = {}
     rows = []
     threads = probe.get("threads")
     for i, t in enumerate(threads if isinstance(threads, list) else []):
@@ -51,8 +53,8 @@ def thread_rows(probe: dict[str, Any], deadline_ns: int | None) -> list[dict[str
             continue
         cpu, count, mx = _int(t.get("cpu")), _int(t.get("count")) or 0, _int(t.get("max_ns"))
         misses = _int(t.get("misses"))
-        if misses is None and deadline_ns is not None and (count == 0 or mx is not None):
-            misses = 0 if count == 0 or mx <= deadline_ns else None  # more than 0: unknown
+        if misses is None and deadline_ns is not None:  # a maximum above it: how many unknown
+            misses = 0 if count == 0 or (mx is not None and mx <= deadline_ns) else None
         pct = busy.get(str(cpu)) if cpu is not None else probe.get("cpu_busy_pct_all")
         rows.append(
             {
@@ -228,8 +230,7 @@ def _end_line(state: WatchState, how: str) -> str:
     name = c.id if c else "?"
     if how == "ended":
         done, total = _int(state.end.get("done")), c.cases if c else "?"
-        done = "?" if done is None else done
-        return f"{name}: the run ended, {done} of {total} cases done"
+        return f"{name}: the run ended, {'?' if done is None else done} of {total} cases done"
     return f"{name}: the run stopped without finishing its progress file (killed?)"
 
 
@@ -310,7 +311,9 @@ def _read(path: Path) -> ExperimentRecord | None:
         return None
 
 
-def _pick(store, exp_id: str | None, target: str | None) -> tuple[Path, ExperimentRecord | None]:
+def _pick(
+    store: Store, exp_id: str | None, target: str | None
+) -> tuple[Path, ExperimentRecord | None]:
     """The progress file to follow and its experiment."""
     spec = None
     if target is not None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
+
 from rtlab.analysis import METRICS, RATIO_KEYS, WIN_METRICS, Side, compare_sides
 from rtlab.report._data import CaseData, ExperimentData
 from rtlab.report._tables import Table, _d, _fact, _nan, _plain
@@ -13,7 +15,7 @@ from rtlab.results import case_samples
 
 
 def _side(e: ExperimentData) -> Side:
-    def samples(c: CaseData):
+    def samples(c: CaseData) -> list[np.ndarray] | None:
         return case_samples(e.rec, c.case) if c.stats.exact else None
 
     return Side(e.id, e.setup, e.cases(), lambda c: c.stats, samples)

@@ -6,10 +6,11 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from rtlab.analysis import bucket_bounds, bucket_index
+from rtlab.analysis import Histogram, bucket_bounds, bucket_index
 from rtlab.errors import UserError
 from rtlab.report._data import ExperimentData
 from rtlab.report._style import (
@@ -147,7 +148,7 @@ def box_plot(
             lo = max(lo, 0.001)  # a log axis in µs: latencies of 0 ns sit at its floor
             axes[0][0].set_ylim(lo / 1.5, hi * 1.5)
             _log_us(axes[0][0].yaxis, lo, hi)
-        handles = []
+        handles: list[Artist] = []
         if k > 1:
             handles += [
                 Patch(
@@ -185,7 +186,7 @@ _SOURCE_WORDS = {
 # -- histograms ----------------------------------------------------------------
 
 
-def _dense(hist) -> tuple[np.ndarray, np.ndarray]:
+def _dense(hist: Histogram) -> tuple[np.ndarray, np.ndarray]:
     """Contiguous bucket edges (ns) and counts from the first to the last non-empty bucket."""
     if hist.lower.size == 0:
         return np.empty(0), np.empty(0)

@@ -4,11 +4,13 @@ tail with its band for the exceedance plot (docs/pwcet.md)."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from rtlab.analysis import once_per, p_text
+from rtlab.analysis import TailFit, once_per, p_text
+from rtlab.analysis._pwcet_fit import GPDModel
 from rtlab.units import format_ns
 
 #: Where the fitted tail of the exceedance plot ends when no probability was asked for.
@@ -76,7 +78,23 @@ def headline(v: dict[str, Any], rate_hz: float, confidence: float = 0.9) -> str 
     )
 
 
-def fitted_curve(tail, p_end: float, points: int = 5) -> dict[str, np.ndarray] | None:
+@dataclass
+class FittedCurve:
+    """A fitted tail for a plot: latency X (ns) exceeded with probability P, the interval
+    [LO, HI] (ns) at the probabilities BAND_P, and the estimate at the last probability."""
+
+    p: np.ndarray
+    x: np.ndarray
+    band_p: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    value_ns: float
+    value_lo_ns: float
+    value_hi_ns: float
+    method: str
+
+
+def fitted_curve(tail: TailFit | None, p_end: float, points: int = 5) -> FittedCurve | None:
     """The fitted tail (x ns at probability y) from where it starts down to P_END, and its
     band (profile-likelihood interval at POINTS probabilities), or None when refused."""
     if tail is None:
@@ -85,24 +103,28 @@ def fitted_curve(tail, p_end: float, points: int = 5) -> dict[str, np.ndarray] |
     if end.refused is not None:
         return None
     f = next(f for f in tail.fits if f.method == end.method)
-    start = f.model.zeta if end.method == "pot" else min(10.0 / tail.n, 0.1)
+    model, method = f.model, end.method
+    if model is None or method is None:  # an estimate has both
+        return None
+    # peaks over threshold: from the threshold's exceedance probability
+    start = model.zeta if isinstance(model, GPDModel) else min(10.0 / tail.n, 0.1)
     if not p_end < start:
         return None
     ys = np.geomspace(start * 0.999, p_end, 40)
-    x = np.asarray(f.model.isf(ys), dtype=float)
+    x = np.asarray(model.isf(ys), dtype=float)
     band_p = np.geomspace(start * 0.9, p_end, points)
     ests = [tail.estimate(float(p)) for p in band_p]
     keep = [i for i, e in enumerate(ests) if e.refused is None]
     if not keep:
         return None
-    return {
-        "p": ys,
-        "x": x,
-        "band_p": band_p[keep],
-        "lo": np.array([ests[i].lo_ns for i in keep], dtype=float),
-        "hi": np.array([ests[i].hi_ns for i in keep], dtype=float),
-        "value": float(end.value_ns or math.nan),
-        "value_lo": float(end.lo_ns or math.nan),
-        "value_hi": float(end.hi_ns or math.nan),
-        "method": end.method,
-    }
+    return FittedCurve(
+        p=ys,
+        x=x,
+        band_p=band_p[keep],
+        lo=np.array([ests[i].lo_ns for i in keep], dtype=float),
+        hi=np.array([ests[i].hi_ns for i in keep], dtype=float),
+        value_ns=float(end.value_ns or math.nan),
+        value_lo_ns=float(end.lo_ns or math.nan),
+        value_hi_ns=float(end.hi_ns or math.nan),
+        method=method,
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
@@ -63,7 +64,7 @@ def _lanes(segs: list[dict[str, Any]]) -> list[str]:
     return order
 
 
-def _layout(lanes: list[str], legend_rows: int):
+def _layout(lanes: list[str], legend_rows: int) -> Figure:
     """A fixed layout (a constrained one costs twice the drawing time): the left margin
     fits the longest lane label, the right one the legend, the height both."""
     left = 0.3 + 0.08 * max((len(x) for x in lanes), default=4)

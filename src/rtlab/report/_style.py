@@ -6,8 +6,11 @@ import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from matplotlib import rc_context
+from matplotlib.axis import Axis
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
@@ -24,7 +27,10 @@ from rtlab.probe import one_line
 from rtlab.report._data import LOAD_KEY, CaseData, ExperimentData, SeriesData, collect
 from rtlab.store import ExperimentRecord
 
-RC = {
+if TYPE_CHECKING:  # the names rc_context knows: a misspelt setting is a type error
+    from matplotlib.typing import RcKeyType
+
+RC: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",  # text stays text: small, searchable, escaped by matplotlib
     "svg.hashsalt": "rtlab",  # the same data gives the same file
     "text.parse_math": False,  # names from the measured system are text, never TeX
@@ -132,7 +138,7 @@ def _tick(v: float, _pos: object = None) -> str:
     return f"{v:g}"
 
 
-def _log_us(axis, lo_us: float, hi_us: float) -> None:
+def _log_us(axis: Axis, lo_us: float, hi_us: float) -> None:
     """A log axis in µs with plain-number labels; 1-2-5 ticks when it spans little."""
     subs = (1.0, 2.0, 5.0) if hi_us / max(lo_us, 1e-3) < 40 else (1.0,)
     axis.set_major_locator(LogLocator(base=10, subs=subs))
@@ -205,7 +211,7 @@ def _grid(n: int, cols: int = 3) -> tuple[int, int]:
     return math.ceil(n / ncols), ncols
 
 
-def _hide_unused(axes, n: int) -> None:
+def _hide_unused(axes: np.ndarray, n: int) -> None:
     for ax in axes.flat[n:]:
         ax.set_visible(False)
 
@@ -217,7 +223,7 @@ def _deadline_ns(exps: list[ExperimentData], deadline_ns: int | None) -> int | N
     return dls.pop() if len(dls) == 1 else None
 
 
-def _case_styles(n: int) -> list[dict]:
+def _case_styles(n: int) -> list[dict[str, Any]]:
     from matplotlib import colormaps
 
     cmap = colormaps["viridis"]  # lightness rises monotonically: ordered in greyscale too

@@ -100,15 +100,15 @@ def exceedance_plot(
                 floor = min(floor, float(y[-1]))
                 curve = _pwcet.fitted_curve(c.tail, p_end)
                 if curve is not None:
-                    ax.plot(curve["x"] / 1000.0, curve["p"], color=st["color"],
+                    ax.plot(curve.x / 1000.0, curve.p, color=st["color"],
                             linestyle=st["linestyle"], linewidth=0.7)  # fmt: skip
-                    ax.fill_betweenx(curve["band_p"], curve["lo"] / 1000.0, curve["hi"] / 1000.0,
+                    ax.fill_betweenx(curve.band_p, curve.lo / 1000.0, curve.hi / 1000.0,
                                      color=st["color"], alpha=0.15, linewidth=0)  # fmt: skip
-                    hi = max(hi, float(np.nanmax(curve["hi"])) / 1000.0)
+                    hi = max(hi, float(np.nanmax(curve.hi)) / 1000.0)
                     floor = min(floor, p_end)
                     fitted.append(
-                        f"{case_title(s, c)}: {format_ns(curve['value'])} at {p_text(p_end)} "
-                        f"[{format_ns(curve['value_lo'])}, {format_ns(curve['value_hi'])}]"
+                        f"{case_title(s, c)}: {format_ns(curve.value_ns)} at {p_text(p_end)} "
+                        f"[{format_ns(curve.value_lo_ns)}, {format_ns(curve.value_hi_ns)}]"
                     )
             if dl is not None:
                 ax.axvline(_us(dl), color=DEADLINE_COLOUR, linestyle="--", linewidth=1.0)

@@ -14,7 +14,7 @@ from rtlab.system._audit import (
 )
 from rtlab.system._cmdline import Cmdline, parse_isolcpus, split_cmdline
 from rtlab.system._cpus import MAX_CPUS, format_cpulist, parse_cpulist, parse_cpumask
-from rtlab.system._facts import Facts, read_facts
+from rtlab.system._facts import Facts, parse_task_stat, read_facts
 from rtlab.system._fingerprint import audit_system, collect_fingerprint, fingerprint_from_facts
 from rtlab.system._isolation import Isolation, isolated_cpus
 from rtlab.system._kernel import kernel_config, preempt_model
@@ -58,6 +58,7 @@ __all__ = [
     "parse_cpulist",
     "parse_cpumask",
     "parse_isolcpus",
+    "parse_task_stat",
     "preempt_model",
     "read_facts",
     "run_audit",

@@ -204,7 +204,7 @@ def _irq_names(text: str | None) -> dict[str, str]:
     return names
 
 
-def _parse_stat(text: str) -> tuple[str, int, int] | None:
+def parse_task_stat(text: str) -> tuple[str, int, int] | None:
     """(comm, flags, policy) from /proc/PID/stat; comm may hold spaces and parentheses."""
     head, _, rest = text.rpartition(")")
     f = rest.split()
@@ -231,7 +231,7 @@ def _tasks(root: Root, facts: Facts) -> None:
         if not _numbered(name):
             continue
         stat = root.read(f"proc/{name}/stat")
-        parsed = _parse_stat(stat) if stat else None
+        parsed = parse_task_stat(stat) if stat else None
         status = f"proc/{name}/status"
         cpus = _status_cpus(root.read(status), f"{root.describe()}: /{status}")
         if parsed is None or cpus is None or rt.isdisjoint(cpus):
@@ -267,7 +267,7 @@ def _cpus_facts(root: Root, facts: Facts) -> None:
         if gov:
             facts.governors[str(cpu)] = gov
         facts.cpufreq_driver = facts.cpufreq_driver or root.read(f"{base}/cpufreq/scaling_driver")
-        states = []
+        states: list[dict[str, Any]] = []
         for state in root.listdir(f"{base}/cpuidle") or []:
             if not state.startswith("state"):
                 continue

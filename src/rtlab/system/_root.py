@@ -211,7 +211,9 @@ def snapshot_from_document(doc: Any, source: str) -> SnapshotRoot:
             binary[name] = base64.b64decode(text, validate=True)
         except (binascii.Error, ValueError):
             raise UserError(f'{source}: "{name}" is not valid base64') from None
-    uname = doc.get("uname") if isinstance(doc.get("uname"), dict) else {}
+    uname = doc.get("uname")
+    if not isinstance(uname, dict):
+        uname = {}
     scalars = {k: str(v) for k, v in uname.items() if isinstance(v, str | int | float)}
     return SnapshotRoot(files, binary, source, scalars)
 

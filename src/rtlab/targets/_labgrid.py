@@ -29,23 +29,26 @@ class ProcChannel:
     """A command run by a local `ssh` process."""
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        if proc.stdin is None or proc.stdout is None or proc.stderr is None:
+            raise ValueError("ProcChannel needs a process with three pipes")
         self.proc = proc
+        self.stdin, self.stdout, self.stderr = proc.stdin, proc.stdout, proc.stderr
 
     async def readline(self) -> bytes:
-        return await self.proc.stdout.readline()
+        return await self.stdout.readline()
 
     async def read(self) -> bytes:
-        return await self.proc.stdout.read()
+        return await self.stdout.read()
 
     def write(self, data: bytes) -> None:
-        self.proc.stdin.write(data)
+        self.stdin.write(data)
 
     def write_eof(self) -> None:
         with contextlib.suppress(OSError, RuntimeError):
-            self.proc.stdin.close()
+            self.stdin.close()
 
     async def finish(self) -> tuple[int | None, bytes]:
-        err = await self.proc.stderr.read()
+        err = await self.stderr.read()
         rc = await self.proc.wait()
         return (None if rc == SSH_ERROR or rc < 0 else rc), err
 

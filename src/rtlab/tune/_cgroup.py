@@ -161,7 +161,7 @@ def format_cpumask(cpus: list[int] | set[int]) -> str:
     return ",".join([groups[0]] + [g.rjust(8, "0") for g in groups[1:]])
 
 
-def write_id(path: str | os.PathLike, task: int) -> None:
+def write_id(path: str | os.PathLike[str], task: int) -> None:
     """Write one task ID into a tasks/cgroup.procs file (0: the calling task); the file
     must be a regular file, not a symbolic link (OSError otherwise)."""
     fd = open_nofollow(path, os.O_WRONLY)

@@ -14,11 +14,11 @@ from __future__ import annotations
 import os
 from typing import ClassVar
 
-from rtlab.system import format_cpulist
+from rtlab.system import format_cpulist, parse_task_stat
 from rtlab.system._audit import hexmask
 from rtlab.system._checks_cpu import DEFAULT_IDLE_LIMIT_US
 from rtlab.system._cmdline import cpulist_or_none
-from rtlab.system._facts import PF_KTHREAD, SCHED_FIFO, SCHED_RR, _parse_stat
+from rtlab.system._facts import PF_KTHREAD, SCHED_FIFO, SCHED_RR
 from rtlab.tune._knobs import LATENCY, Knob, Setting, Sysctl, TaskMove, Write
 
 CPU = "sys/devices/system/cpu"
@@ -202,7 +202,7 @@ def _threads(s: Setting) -> list[tuple[int, int, str, int, int, list[int]]]:
         dirs = [f"proc/{name}/task/{t}" for t in tids] or [f"proc/{name}"]
         for d in dirs:
             stat = s.read(f"{d}/stat")
-            parsed = _parse_stat(stat) if stat else None
+            parsed = parse_task_stat(stat) if stat else None
             cpus = _allowed(s.read(f"{d}/status"))
             if parsed is not None and cpus is not None:
                 out.append((int(name), int(d.rsplit("/", 1)[1]), *parsed, cpus))

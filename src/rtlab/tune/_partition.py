@@ -51,6 +51,9 @@ KIND = "partition-{}"
 MOVE_PASSES = 3  # re-read the root's tasks: a task may fork while the others move
 IRQ_CHECKS = ("irq.affinity", "irq.default_affinity", "workqueue.cpumask", "workqueue.writeback")
 
+# Called with each new cgroup directory (tests: a fake kernel fills it).
+MkdirHook = Callable[[Path], None] | None
+
 
 @dataclass
 class Partition:
@@ -186,7 +189,7 @@ def create(
     name: str = "rt",
     root: Path = Path("/"),
     where: Path | None = None,
-    after_mkdir: Callable[[Path], None] | None = None,
+    after_mkdir: MkdirHook = None,
 ) -> Created:
     """Make partition NAME of the CPUs RT_TEXT under ROOT. Bad input: UserError; no cpuset
     controller or a refused essential change: UnsupportedError, after putting back what
@@ -229,7 +232,16 @@ def hierarchy_lock(root: Path, mount: str) -> Iterator[None]:
         os.close(fd)
 
 
-def _create_locked(root, h, name, rt, hk, hk_dir, where, after_mkdir) -> Created:
+def _create_locked(
+    root: Path,
+    h: Hierarchy,
+    name: str,
+    rt: list[int],
+    hk: list[int],
+    hk_dir: str | None,
+    where: Path | None,
+    after_mkdir: MkdirHook,
+) -> Created:
     fs = RootFS(root)
     for d in (h.rel(name), hk_dir):
         try:
@@ -265,7 +277,7 @@ def _need(out: Outcome, what: str) -> Outcome:
     return out
 
 
-def _mkdir(ch: Changer, rel: str, res: Created, hook: Callable[[Path], None] | None) -> None:
+def _mkdir(ch: Changer, rel: str, res: Created, hook: MkdirHook) -> None:
     out = ch.mkdir(rel, why="the partition's cgroup")
     res.outcomes.append(out)
     if out.state != CHANGED:  # made meanwhile by someone else (another create): not ours
@@ -280,7 +292,7 @@ def _set(ch: Changer, res: Created, rel: str, new: str, compare: str, why: str) 
     return _need(out, f"{new} > /{rel}")
 
 
-def _create_v1(ch: Changer, p: Partition, res: Created, hook) -> None:
+def _create_v1(ch: Changer, p: Partition, res: Created, hook: MkdirHook) -> None:
     h = p.hierarchy
     mems = (ch.read(h.rel(h.effective_mems)) or ch.read(h.rel("cpuset.mems")) or "0").strip()
     rt, hk = format_cpulist(p.rt_cpus), format_cpulist(p.hk_cpus)
@@ -324,7 +336,7 @@ def _move_tasks(ch: Changer, src: str, dst: str, res: Created) -> None:
                 res.refused[f"{comm} ({tid})"] = out.detail
 
 
-def _create_v2(ch: Changer, p: Partition, res: Created, hook) -> None:
+def _create_v2(ch: Changer, p: Partition, res: Created, hook: MkdirHook) -> None:
     h = p.hierarchy
     control = h.rel("cgroup.subtree_control")
     if "cpuset" not in (ch.read(control) or "").split():

@@ -23,6 +23,7 @@ from typing import Any
 
 from rtlab.errors import UnsupportedError, UserError
 from rtlab.probecall import Option
+from rtlab.records import CaseRecord
 from rtlab.system import format_cpulist
 from rtlab.tune._apply import FOREIGN
 from rtlab.tune._cgroup import cgroup_of, cpulist, members, task_info, write_id
@@ -139,11 +140,11 @@ def placement(p: Partition) -> Placement:
     return Placement(p, f"/{p.procs}", (back,))
 
 
-def _pinned(case) -> list[int]:
+def _pinned(case: CaseRecord) -> list[int]:
     return cpulist(case.params.get("cpus_resolved"))
 
 
-def _loads_on(case, cpus: set[int]) -> list[str]:
+def _loads_on(case: CaseRecord, cpus: set[int]) -> list[str]:
     out = []
     for spec in case.call.loads if case.call is not None else []:
         m = LOAD_CPUS.search(spec)
@@ -152,7 +153,7 @@ def _loads_on(case, cpus: set[int]) -> list[str]:
     return out
 
 
-def place_cases(cases: list, name: str | None, notes: list[str]) -> list[Placement]:
+def place_cases(cases: list[CaseRecord], name: str | None, notes: list[str]) -> list[Placement]:
     """Mark the cases that run in a partition (params["partition"]); a note per partition.
 
     NAME given: every case, and a case that pins CPUs outside the partition's real-time
@@ -192,7 +193,7 @@ def place_cases(cases: list, name: str | None, notes: list[str]) -> list[Placeme
     return used
 
 
-def _refuse_loads(case, rt: set[int], name: str) -> None:
+def _refuse_loads(case: CaseRecord, rt: set[int], name: str) -> None:
     bad = _loads_on(case, rt)
     if bad:
         raise UserError(f"partition {name}: case {case.index} ({case.series}: {case.name}) "

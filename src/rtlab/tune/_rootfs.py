@@ -229,7 +229,7 @@ class RootFS:
         _crash.at(n, "after")
 
 
-def open_nofollow(path: Path | str, flags: int) -> int:
+def open_nofollow(path: str | os.PathLike[str], flags: int) -> int:
     """PATH (not a symbolic link, a regular file) opened with FLAGS; never opens a
     device or blocks on a FIFO (see RootFS.open). Refused or another OSError."""
     pfd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)

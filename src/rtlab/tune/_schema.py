@@ -184,15 +184,19 @@ def check_intent(rec: dict[str, Any], kind: str, live: bool, meta: dict[str, Any
         if rec["name"] != kind.partition("-")[2]:
             raise ValueError(f"'name': not the partition of this journal ({kind})")
         return
-    if family == "partition" and meta is None:
+    if family == "tune":
+        if op == "file":
+            _within("path", rec["path"], LIVE_WRITABLE)
+        return
+    if meta is None:
         raise ValueError(f"op {op!r} before the partition record")
-    mount = meta["mount"] if meta else None
+    mount: str = meta["mount"]
     if op == "file":
-        _within("path", rec["path"], (*LIVE_WRITABLE, mount) if mount else LIVE_WRITABLE)
+        _within("path", rec["path"], (*LIVE_WRITABLE, mount))
     elif op == "move":
         _within("new", rec["new"], (mount,))
         _within("original", rec["original"], (mount,))
-    elif op == "mkdir" and meta is not None and rec["path"] not in (meta["rt"], meta["hk"]):
+    elif op == "mkdir" and rec["path"] not in (meta["rt"], meta["hk"]):
         raise ValueError(f"'path': /{rec['path']} is not the partition's cgroup")
     elif op == CONTROLLER and rec["path"] != f"{mount}/cgroup.subtree_control":
         raise ValueError(f"'path': not /{mount}/cgroup.subtree_control")
