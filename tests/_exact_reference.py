@@ -11,6 +11,7 @@ a plain read of the samples); not used by rtlab itself.
 from __future__ import annotations
 
 import math
+import mmap
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -22,12 +23,33 @@ _SUBBITS = 16  # a narrowing pass splits an interval into at most 2^16 bins
 _COLLECT_MIN = 1 << 20  # values collectable in one pass: max(2 * chunk, this)
 
 
+def _page_release(a: np.ndarray, start: int, stop: int) -> None:
+    """Best effort: unmap the pages of a[start:stop] from a read-only np.memmap."""
+    mm = getattr(a, "_mmap", None)
+    if not isinstance(a, np.memmap) or not isinstance(mm, mmap.mmap) or a.mode != "r":
+        return
+    if not hasattr(mm, "madvise") or not a.flags.c_contiguous:
+        return
+    try:
+        base = np.frombuffer(mm, dtype=np.uint8).ctypes.data
+        begin = a.ctypes.data - base + start * a.itemsize
+        end = a.ctypes.data - base + stop * a.itemsize
+        page = mmap.PAGESIZE
+        begin = -(-begin // page) * page
+        end = end // page * page
+        if end > begin:
+            mm.madvise(mmap.MADV_DONTNEED, begin, end - begin)
+    except (AttributeError, OSError, ValueError, BufferError):
+        pass
+
+
 def chunks(arrays: Sequence[np.ndarray], chunk: int) -> Iterator[np.ndarray]:
     for a in arrays:
         for start in range(0, a.shape[0], chunk):
             stop = min(start + chunk, a.shape[0])
             c = a[start:stop]
             yield c if c.dtype == np.int64 else c.astype(np.int64)
+            _page_release(a, start, stop)
 
 
 class _Select:

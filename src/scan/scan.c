@@ -88,33 +88,38 @@ struct scan_part {
 
 #define SCAN_SUB 1024     /* samples per inner block (8 KiB, stays in L1) */
 #define SCAN_SMALL (1 << 26) /* |v| below: SCAN_SUB squares sum in uint64 */
+_Static_assert(UINT64_MAX / SCAN_SMALL / SCAN_SMALL >= SCAN_SUB, "squares overflow");
 
 /*
- * hist_index() of every sample, overflow as HIST_NBUCKETS, without branches:
- * floor(log2 c) from the exponent of c as a double, exact because c <= 2^40.
+ * hist_index() of v, overflow as HIST_NBUCKETS, without branches: floor(log2 c)
+ * from the exponent of c as a double, exact because c <= 2^40.
  */
+static inline uint16_t scan_bucket(int64_t v)
+{
+	int64_t c = v < 0 ? 0 : v;
+	uint64_t bits;
+	double d;
+	int64_t e;
+
+	c = c > ((int64_t)1 << HIST_MAX_EXP) ? (int64_t)1 << HIST_MAX_EXP : c;
+	/* 2^52 + c as a double, minus 2^52: c converted exactly */
+	bits = (uint64_t)c | 0x4330000000000000ull;
+	memcpy(&d, &bits, sizeof(d));
+	d -= 4503599627370496.0;
+	memcpy(&bits, &d, sizeof(bits));
+	/* shift = max(floor(log2 c) - 7, 0); 0 also for c = 0 */
+	e = (int64_t)(bits >> 52) - (1023 + HIST_SUB_BITS - 1);
+	e = e < 0 ? 0 : e;
+	return (uint16_t)((c >> e) + (e << (HIST_SUB_BITS - 1)));
+}
+
 SCAN_VECTOR
 static void scan_index(const int64_t *v, int n, uint16_t *out)
 {
 	int i;
 
-	for (i = 0; i < n; i++) {
-		int64_t c = v[i] < 0 ? 0 : v[i];
-		uint64_t bits;
-		double d;
-		int64_t e;
-
-		c = c > ((int64_t)1 << HIST_MAX_EXP) ? (int64_t)1 << HIST_MAX_EXP : c;
-		/* 2^52 + c as a double, minus 2^52: c converted exactly */
-		bits = (uint64_t)c | 0x4330000000000000ull;
-		memcpy(&d, &bits, sizeof(d));
-		d -= 4503599627370496.0;
-		memcpy(&bits, &d, sizeof(bits));
-		/* shift = max(floor(log2 c) - 7, 0); 0 also for c = 0 */
-		e = (int64_t)(bits >> 52) - (1023 + HIST_SUB_BITS - 1);
-		e = e < 0 ? 0 : e;
-		out[i] = (uint16_t)((c >> e) + (e << (HIST_SUB_BITS - 1)));
-	}
+	for (i = 0; i < n; i++)
+		out[i] = scan_bucket(v[i]);
 }
 
 struct scan_sub {
@@ -124,29 +129,29 @@ struct scan_sub {
 	int small;      /* every |v| < SCAN_SMALL */
 };
 
+/* The bucket index of every sample into IDX and the moments of the block into OUT. */
 SCAN_VECTOR
-static void scan_sub_moments(const int64_t *v, int n, int64_t deadline, struct scan_sub *out)
+static void scan_sub_moments(const int64_t *v, int n, int64_t deadline, struct scan_sub *out,
+			     uint16_t *idx)
 {
-	int64_t vmin = INT64_MAX, vmax = INT64_MIN, above = 0, sum = 0;
-	uint64_t sumsq = 0;
+	int64_t vmin = INT64_MAX, vmax = INT64_MIN, above = 0;
+	uint64_t sum = 0, sumsq = 0;
 	int i;
 
 	for (i = 0; i < n; i++) {
 		vmin = v[i] < vmin ? v[i] : vmin;
 		vmax = v[i] > vmax ? v[i] : vmax;
 		above += v[i] > deadline;
+		/* modulo 2^64, so exact when every |v| < SCAN_SMALL */
+		sum += (uint64_t)v[i];
+		sumsq += (uint64_t)v[i] * (uint64_t)v[i];
+		idx[i] = scan_bucket(v[i]);
 	}
 	out->min = vmin;
 	out->max = vmax;
 	out->above = above;
 	out->small = vmin > -SCAN_SMALL && vmax < SCAN_SMALL;
-	if (!out->small)
-		return;
-	for (i = 0; i < n; i++) {
-		sum += v[i];
-		sumsq += (uint64_t)(v[i] * v[i]);
-	}
-	out->sum = sum;
+	out->sum = (int64_t)sum;
 	out->sumsq = sumsq;
 }
 
@@ -184,14 +189,15 @@ static inline void scan_add(struct scan_moments *m, int64_t v, uint64_t lo, uint
 	m->sumsq[2] += m->sumsq[1] < hi;
 }
 
-static void scan_sub_add(struct scan_acc *a, const int64_t *p, int k, int64_t deadline)
+static void scan_sub_add(struct scan_acc *a, const int64_t *p, int k, int64_t deadline,
+			 uint16_t *idx)
 {
 	struct scan_moments *m = &a->m;
 	struct scan_sub sub;
 	uint64_t lo, hi;
 	int i;
 
-	scan_sub_moments(p, k, deadline, &sub);
+	scan_sub_moments(p, k, deadline, &sub, idx);
 	m->min = sub.min < m->min ? sub.min : m->min;
 	m->max = sub.max > m->max ? sub.max : m->max;
 	m->above += sub.above;
@@ -282,8 +288,9 @@ static void scan_block(struct scan_part *part, const int64_t *v, int64_t n)
 
 		k = n - off < SCAN_SUB ? (int)(n - off) : SCAN_SUB;
 		if (part->acc)
-			scan_sub_add(part->acc, p, k, part->deadline);
-		scan_index(p, k, idx);
+			scan_sub_add(part->acc, p, k, part->deadline, idx);
+		else
+			scan_index(p, k, idx);
 		if (part->acc) {
 			uint64_t *h1 = part->acc->m.hist, *h2 = part->acc->hist2;
 
