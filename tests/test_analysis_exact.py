@@ -13,8 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import rtlab.analysis._pilot as pilot_mod
+import rtlab.analysis._raw as raw_mod
 import rtlab.analysis._scan as scan_mod
-from rtlab.analysis import CaseStats, stats_from_samples
+from rtlab.analysis import NBUCKETS, CaseStats, bucket_bounds, bucket_index, stats_from_samples
 from rtlab.analysis._raw import sqrt_ratio
 from rtlab.analysis._scan import Interval, Scanner
 from rtlab.errors import UnsupportedError, UserError
@@ -68,6 +70,18 @@ def threads(monkeypatch: pytest.MonkeyPatch):
     return use
 
 
+@pytest.fixture
+def pilot(monkeypatch: pytest.MonkeyPatch):
+    """Read a pilot (and split its buckets in pass 1) for small inputs too."""
+
+    def use(on: bool = True) -> None:
+        monkeypatch.setattr(pilot_mod, "PILOT_MIN", 1 if on else 1 << 62)
+        monkeypatch.setattr(pilot_mod, "PILOT_SAMPLES", 2000)
+        monkeypatch.setattr(pilot_mod, "PILOT_RUNS", 8)
+
+    return use
+
+
 def dataset(kind: str, n: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if kind == "lognormal":  # a body around 20 us with a heavy tail
@@ -98,10 +112,12 @@ KINDS = ("lognormal", "ties", "equal", "extreme", "wide", "negative", "offset", 
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n", [1, 2, 63, 64, 65, SUB - 1, SUB, SUB + 1, 3 * SUB + 17, 50_000])
-def test_same_as_reference(kind: str, n: int, threads) -> None:
+@pytest.mark.parametrize("guess", [False, True], ids=["two-pass", "pilot"])
+def test_same_as_reference(kind: str, n: int, guess: bool, threads, pilot) -> None:
     if kind == "crowded" and n < 3:
         n = 3
     threads(3 if n > 2 else 1)
+    pilot(guess)
     x = dataset(kind, n, seed=n)
     both(x, deadline=int(np.median(x)))
     both(x, chunk=SUB + 1)  # page-release blocks not aligned with the inner blocks
@@ -124,14 +140,26 @@ small_lists = st.one_of(
 )
 
 
+def whole_buckets(indices: list[int]) -> list[Interval]:
+    lower, upper = bucket_bounds(np.array(sorted(set(indices)), dtype=np.int64))
+    return [
+        Interval(int(lo), int(hi), int(b))
+        for lo, hi, b in zip(lower, upper, sorted(set(indices)), strict=True)
+    ]
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     small_lists,
     st.integers(min_value=1, max_value=3),
     st.integers(min_value=1, max_value=70),
     st.one_of(st.none(), st.integers(-(2**70), 2**70), st.integers(-5000, 5000)),
+    st.lists(st.integers(1, NBUCKETS - 1), max_size=12),
 )
-def test_random_lists(values: list[int], nthreads: int, block: int, dl: int | None) -> None:
+def test_random_lists(
+    values: list[int], nthreads: int, block: int, dl: int | None, guessed: list[int]
+) -> None:
+    """Any buckets split in pass 1 (right or wrong guesses) give the same results."""
     x = np.array(values, dtype=np.int64)
     s = Scanner([x], block=block, threads=nthreads)
     m = s.moments(dl)
@@ -140,6 +168,7 @@ def test_random_lists(values: list[int], nthreads: int, block: int, dl: int | No
     assert m.above == (0 if dl is None else sum(v > dl for v in values))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(scan_mod, "_threads", lambda total: nthreads)
+        mp.setattr(raw_mod, "predicted_cells", lambda scanner: whole_buckets(guessed))
         new = stats_from_samples(x, deadline_ns=dl, chunk=block)
     assert_same(new, reference_stats(x, deadline_ns=dl), x if x.size > 1 else None)
 
@@ -221,11 +250,31 @@ def count_refines(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def test_typical_data_takes_two_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_typical_data_takes_two_passes(monkeypatch: pytest.MonkeyPatch, pilot) -> None:
+    pilot(False)
     calls = count_refines(monkeypatch)
     x = dataset("lognormal", 200_000, 8)
     both(x, deadline=50_000)
     assert len(calls) == 1  # the histogram pass, then one pass settles every order statistic
+
+
+def test_pilot_saves_the_second_pass(monkeypatch: pytest.MonkeyPatch, pilot) -> None:
+    pilot()
+    monkeypatch.setattr(pilot_mod, "PILOT_SAMPLES", 100_000)
+    calls = count_refines(monkeypatch)
+    for seed in range(5):
+        x = np.random.default_rng(seed).lognormal(np.log(20_000), 0.3, 300_000)
+        both(x.astype(np.int64), deadline=30_000)
+    assert calls == []  # the buckets the pilot guessed held every order statistic
+
+
+def test_pilot_runs_cover_the_case(pilot) -> None:
+    x = np.concatenate([np.full(50_000, 10), np.full(50_000, 1000)])  # a step halfway
+    s = Scanner([x[:30_000], x[30_000:]])
+    hist = s.pilot(1000, 10)
+    assert (
+        int(hist.sum()) == 1000 and hist[10] == hist[int(bucket_index(np.array([1000]))[0])] == 500
+    )
 
 
 def test_wide_buckets_take_more_passes(monkeypatch: pytest.MonkeyPatch) -> None:

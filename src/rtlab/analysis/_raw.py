@@ -1,13 +1,14 @@
 """Exact statistics over raw samples, in compiled passes at memory speed.
 
-Pass 1 (`Scanner.moments`, C, threads) computes count, min, max, the exact integer sum
-and sum of squares, the deadline misses and a histogram over the probe's bucket index.
-That locates every wanted order statistic in one bucket; pass 2 (`Scanner.refine`)
-splits only those buckets, and the ones the Tukey fences can fall into, into 1-ns
-sub-bins (coarser above 2^23 ns, where a further pass narrows them), which settles the
-quantiles, whiskers and outlier counts exactly (see `rtlab.analysis._select`).
-A read-only ``np.memmap`` is read in place, never copied; its pages are dropped from
-the process as the passes go.
+A pass (`Scanner.scan`, C, threads) computes count, min, max, the exact integer sum and
+sum of squares, the deadline misses and a histogram over the probe's bucket index, and
+splits chosen buckets into 1-ns sub-bins (coarser above 2^23 ns). The histogram locates
+every wanted order statistic in one bucket; once that bucket, and those the Tukey
+fences can fall into, are split, the quantiles, whiskers and outlier counts are exact
+(`rtlab.analysis._select`). A pilot read of a few million samples guesses those buckets
+so that the first pass splits them already (`rtlab.analysis._pilot`): typical data then
+takes one pass, and a wrong guess one more. A read-only ``np.memmap`` is read in place,
+never copied; its pages are dropped from the process as the passes go.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rtlab.analysis._pilot import predicted_cells
 from rtlab.analysis._scan import Scanner
 from rtlab.analysis._select import Cells, exact_order
 from rtlab.analysis._stats import ESTIMATED, QUANTILES, CaseStats, nearest_rank
@@ -44,9 +46,9 @@ def stats_from_samples(
 ) -> CaseStats:
     """Exact statistics of int64 samples (one array or several pooled), in ns.
 
-    Works on ``np.memmap`` arrays of any length in two passes (a few more only when an
-    order statistic lies above 2^23 ns in a crowded bucket) with memory bounded by the
-    threads' ``chunk``-sample blocks. Percentiles and quartiles are nearest rank (the
+    Works on ``np.memmap`` arrays of any length in one to three passes (a few more only
+    when an order statistic lies above 2^23 ns in a crowded bucket) with memory bounded
+    by the threads' ``chunk``-sample blocks. Percentiles and quartiles are nearest rank (the
     sorted value at index ceil(q n) - 1); the mean is the exact sum over n and the
     standard deviation (n - 1) the correctly rounded root of the exact variance.
     Arrays that are not native int64 are converted, whole, first.
@@ -55,12 +57,15 @@ def stats_from_samples(
         raise ValueError("chunk must be >= 1")
     arrays = [samples] if isinstance(samples, np.ndarray) else list(samples)
     scanner = Scanner(arrays, block=chunk)
-    m = scanner.moments(deadline_ns)
+    guessed = predicted_cells(scanner)
+    m, counts = scanner.scan(deadline_ns, guessed)
     n = m.count
     if n == 0:
         return CaseStats.empty(overruns=overruns, deadline_ns=deadline_ns)
     ranks = {key: nearest_rank(n, q) for key, q in QUANTILES.items()}
-    order = exact_order(scanner, Cells(m.hist, m.min, m.max), ranks)
+    cells = Cells(m.hist, m.min, m.max)
+    cells.split(guessed, counts)
+    order = exact_order(scanner, cells, ranks)
     v = order.values
     q1, q3 = v["q1"], v["q3"]
     misses = m.above

@@ -141,15 +141,17 @@ class Scanner:
     ) -> None:
         if block < 1:
             raise ValueError("block must be >= 1")
-        self._arrays: list[np.ndarray] = []
+        self._arrays: list[np.ndarray] = []  # contiguous native int64, read by C
+        self._sources: list[np.ndarray] = []  # the same, as given (np.memmap kept)
         release: list[bool] = []
-        for a in arrays:
-            mapped = _releasable(a)
-            a = np.asarray(a).reshape(-1)
+        for given in arrays:
+            mapped = _releasable(given)
+            a = np.asarray(given).reshape(-1)
             if a.dtype != np.int64 or not (a.flags.c_contiguous and a.flags.aligned):
                 a, mapped = np.array(a, dtype=np.int64, order="C"), False  # a copy, aligned
             if a.size:
                 self._arrays.append(a)
+                self._sources.append(given.reshape(-1) if mapped else a)
                 release.append(mapped)
         self.count = sum(a.size for a in self._arrays)
         segs = (_Seg * max(1, len(self._arrays)))()
@@ -183,16 +185,19 @@ class Scanner:
             raise InternalError(f"scan_pass failed: {os.strerror(-rc)}")
         return counts
 
-    def moments(self, deadline_ns: int | None) -> Moments:
-        """One pass over every sample: its `Moments`, samples > DEADLINE_NS counted."""
+    def scan(
+        self, deadline_ns: int | None, intervals: Sequence[Interval] = ()
+    ) -> tuple[Moments, list[np.ndarray]]:
+        """One pass over every sample: its `Moments` (samples > DEADLINE_NS counted) and
+        the sub-bin counts (int64) of each of the disjoint INTERVALS, in the order given."""
         m = _Moments()
         dl = I64_MAX if deadline_ns is None else min(max(int(deadline_ns), I64_MIN), I64_MAX)
-        self._pass(dl, m, ())
+        counts = self._pass(dl, m, intervals)
         above = int(m.above)
         if deadline_ns is not None and deadline_ns < I64_MIN:
             above = int(m.count)
         s = int(m.sum[0]) | int(m.sum[1]) << 64
-        return Moments(
+        mom = Moments(
             count=int(m.count),
             min=int(m.min),
             max=int(m.max),
@@ -201,8 +206,27 @@ class Scanner:
             above=above,
             hist=np.ctypeslib.as_array(m.hist).astype(np.int64),
         )
+        return mom, [c.astype(np.int64) for c in counts]
+
+    def moments(self, deadline_ns: int | None) -> Moments:
+        """One pass over every sample: its `Moments`, samples > DEADLINE_NS counted."""
+        return self.scan(deadline_ns)[0]
 
     def refine(self, intervals: Sequence[Interval]) -> list[np.ndarray]:
         """One pass over every sample: the sub-bin counts (int64) of each of the disjoint
         INTERVALS, in the order given."""
         return [c.astype(np.int64) for c in self._pass(I64_MAX, None, intervals)]
+
+    def pilot(self, samples: int, runs: int) -> np.ndarray:
+        """The bucket histogram of about SAMPLES samples read as RUNS runs spread evenly
+        over all samples (in one thread; the runs' pages are dropped after)."""
+        run = max(1, samples // runs)
+        if self.count <= run * runs:
+            return self.moments(None).hist
+        ends = np.cumsum([a.size for a in self._arrays])
+        parts = []
+        for start in np.linspace(0, self.count - run, runs).astype(np.int64).tolist():
+            i = int(np.searchsorted(ends, start, side="right"))
+            off = start - (int(ends[i - 1]) if i else 0)
+            parts.append(self._sources[i][off : off + run])
+        return Scanner(parts, block=run, threads=1).moments(None).hist

@@ -13,6 +13,7 @@ the fences can fall into, so typical data needs a single pass after the histogra
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,22 +77,27 @@ class Cells:
             return None
         return [self._cell(i) for i in range(a, b) if self.lo[i] < self.hi[i]]
 
-    def split(self, cells: list[Interval], counts: list[np.ndarray]) -> None:
-        """Replace each cell by its non-empty sub-bins."""
+    def split(self, cells: Sequence[Interval], counts: Sequence[np.ndarray]) -> None:
+        """Replace each cell by its non-empty sub-bins (clamped to [min, max]); a whole
+        bucket counted before its extent was known may have no cell (then no samples)."""
         keep = np.ones(self.lo.size, dtype=bool)
         parts: list[tuple[np.ndarray, ...]] = []
         for cell, cnt in zip(cells, counts, strict=True):
-            i = int(np.searchsorted(self.lo, cell.lo, side="left"))
-            if int(cnt.sum()) != int(self.count[i]):
+            at = max(cell.lo, self.vmin)
+            i = int(np.searchsorted(self.lo, at, side="left"))
+            found = i < self.lo.size and self.lo[i] == at and self.bucket[i] == cell.bucket
+            if int(cnt.sum()) != (int(self.count[i]) if found else 0):
                 raise UserError("the samples changed while they were being read")
+            if not found:
+                continue
             keep[i] = False
             j = np.flatnonzero(cnt).astype(np.uint64)
             # offsets from cell.lo in uint64 (a cell can span 2^63); the sums fit int64
             base, span, shift = np.uint64(cell.lo % (1 << 64)), cell.hi - cell.lo, cell.shift
             first = j << np.uint64(shift)
             last = np.minimum(first + np.uint64((1 << shift) - 1), np.uint64(span))
-            lo = (first + base).view(np.int64)
-            hi = (last + base).view(np.int64)
+            lo = np.maximum((first + base).view(np.int64), self.vmin)
+            hi = np.minimum((last + base).view(np.int64), self.vmax)
             parts.append((lo, hi, cnt[j], np.full(j.size, cell.bucket, np.int64)))
         lo = np.concatenate([self.lo[keep], *(p[0] for p in parts)])
         order = np.argsort(lo, kind="stable")
@@ -112,14 +118,16 @@ class Order:
     outliers: int  # samples beyond the fences
 
 
-def _bounds(x: int | Interval) -> tuple[int, int]:
+def bounds(x: int | Interval) -> tuple[int, int]:
+    """The values X can be: itself, or its interval."""
     return (x, x) if isinstance(x, int) else (x.lo, x.hi)
 
 
-def _fence_ranges(q1: int | Interval, q3: int | Interval) -> list[tuple[int, int]]:
-    """Where the low and high fences can lie, given what is known of q1 <= q3."""
-    a1, b1 = _bounds(q1)
-    a3, b3 = _bounds(q3)
+def fence_ranges(q1: tuple[int, int], q3: tuple[int, int]) -> list[tuple[int, int]]:
+    """Where the low and high fences can lie, given that q1 <= q3, q1 in [a1, b1] and
+    q3 in [a3, b3]: (lowest, highest) for each."""
+    a1, b1 = q1
+    a3, b3 = q3
     hi_min = a3 + (3 * (a3 - min(b1, a3))) // 2
     hi_max = b3 + (3 * (b3 - a1)) // 2
     lo_min = a1 - (3 * (b3 - a1)) // 2
@@ -142,7 +150,7 @@ def exact_order(scanner: Scanner, cells: Cells, ranks: dict[str, int]) -> Order:
         if isinstance(q1, int) and isinstance(q3, int):
             result = _whiskers(cells, q1, q3, need)
         else:
-            for lo, hi in _fence_ranges(q1, q3):
+            for lo, hi in fence_ranges(bounds(q1), bounds(q3)):
                 for cell in cells.around(lo, hi, _SPECULATE_MAX) or []:
                     need[cell.lo] = cell
         if not need and result is not None:
