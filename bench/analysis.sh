@@ -85,8 +85,9 @@ measure() {
 	return $rc
 }
 
+load() { cut -d ' ' -f 1-3 /proc/loadavg; }
 echo "analysis.sh: $SAMPLES samples, python $("$PYTHON" -c 'import sys; print(sys.version.split()[0])')," \
-	"$(nproc) CPUs, rtlab from ${where%/analysis/_scan.py}, data in $WORK"
+	"$(nproc) CPUs, load average $(load), rtlab from ${where%/analysis/_scan.py}, data in $WORK"
 measure "$PYTHON" bench/make_synthetic.py "$RESULTS" --id "$ID" --samples "$SAMPLES"
 printf 'generate + write raw file + document: %.1f s\n' "$secs"
 cat "$WORK/out.txt"
@@ -137,7 +138,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int(
 printf '%-6s %14.3f %35.3f %17s\n' median "$(median "${floors[@]}")" "$(median "${stats[@]}")" \
 	"$(median "${ratios[@]}")"
 echo "peak RSS: (a) exact stats $((rss / 1024)) MiB, (f) read once $((f_kib / 1024)) MiB" \
-	"(the whole file mapped); targets: (a)/(f) <= 5, <= 1024 MiB"
+	"(the whole file mapped); targets: (a)/(f) <= 5, <= 1024 MiB; load average now $(load)"
 echo "(a) statistics: $(cat "$WORK/stats.json")"
 
 REF='

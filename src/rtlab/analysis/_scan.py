@@ -1,11 +1,14 @@
 """The compiled passes over int64 samples (src/scan/scan.c, ``librtlabscan.so``).
 
 `Scanner` holds the sample arrays and runs the passes of the exact statistics in C, in
-up to `MAX_THREADS` threads (ctypes releases the GIL during the call): `Scanner.moments`
-(count, min, max, exact sum and sum of squares, samples above a deadline, the probe's
-bucket histogram) and `Scanner.refine` (sub-histograms of a few value intervals).
-A read-only ``np.memmap`` is read in place and its pages are dropped from the process
-after each block, so memory stays bounded whatever the file size.
+up to `MAX_THREADS` threads (ctypes releases the GIL during the call). One pass gives
+the `Moments` (count, min, max, exact sum and sum of squares, samples above a deadline,
+the probe's bucket histogram) and the sub-bin counts of a few value intervals, or only
+the latter (`Scanner.scan`, `Scanner.moments`, `Scanner.refine`); `Scanner.pilot` reads
+runs of samples spread over the case. A read-only ``np.memmap`` is read in place and its
+pages are dropped from the process after each block, so memory stays bounded whatever
+the file size. Without the library (rtlab run from its source tree, not installed) the
+exact statistics are refused in one line.
 """
 
 from __future__ import annotations
