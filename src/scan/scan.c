@@ -6,13 +6,14 @@
  * sub-histograms of a few value intervals ("cells", each inside one bucket),
  * which the caller narrows until its order statistics are exact.
  *
- * The samples are split into contiguous parts, one per thread, and each part
- * is walked in blocks; after a block of a read-only file mapping its pages are
- * dropped from the process (MADV_DONTNEED: the data stays in the page cache),
- * so the resident set stays near threads x block whatever the file size.
+ * The samples are cut into blocks that the threads take in turn; after a block
+ * of a read-only file mapping its pages are dropped from the process
+ * (MADV_DONTNEED: the data stays in the page cache), so the resident set stays
+ * near threads x block whatever the file size.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,11 +65,17 @@ struct scan_refine_ctx {
 	uint16_t run_start[SCAN_RUNS], run_span[SCAN_RUNS];
 };
 
-struct scan_part {
+/* The blocks of all segments, which the threads take one at a time. */
+struct scan_work {
 	const struct scan_seg *segs;
 	int nsegs;
-	int64_t begin, end;  /* sample positions over all segments */
-	int64_t block;       /* samples between page releases */
+	int64_t block;       /* samples per block; pages are released after each */
+	int64_t *first;      /* per segment, its first block's number; [nsegs]: all */
+	atomic_llong next;   /* the next block to take */
+};
+
+struct scan_part {
+	struct scan_work *work;
 	int64_t deadline;    /* ns */
 	struct scan_acc *acc; /* NULL: no moments in this pass */
 	const struct scan_refine_ctx *ref;
@@ -316,23 +323,25 @@ static void scan_release(const int64_t *start, int64_t n)
 		(void)madvise((void *)begin, end - begin, MADV_DONTNEED);
 }
 
+/* Take blocks until none is left: a thread slowed down by other work takes fewer. */
 static void *scan_part_run(void *arg)
 {
 	struct scan_part *p = arg;
-	int64_t base = 0, from, to, k;
-	int s;
+	struct scan_work *w = p->work;
+	int64_t b, from, k;
+	int s = 0;
 
-	for (s = 0; s < p->nsegs; base += p->segs[s].count, s++) {
-		const struct scan_seg *seg = &p->segs[s];
-
-		from = p->begin > base ? p->begin - base : 0;
-		to = p->end - base < seg->count ? p->end - base : seg->count;
-		for (; from < to; from += k) {
-			k = to - from < p->block ? to - from : p->block;
-			scan_block(p, seg->data + from, k);
-			if (seg->release)
-				scan_release(seg->data + from, k);
-		}
+	for (;;) {
+		b = atomic_fetch_add(&w->next, 1);
+		if (b >= w->first[w->nsegs])
+			break;
+		while (b >= w->first[s + 1])
+			s++; /* blocks are taken in order: the segment only moves on */
+		from = (b - w->first[s]) * w->block;
+		k = w->segs[s].count - from < w->block ? w->segs[s].count - from : w->block;
+		scan_block(p, w->segs[s].data + from, k);
+		if (w->segs[s].release)
+			scan_release(w->segs[s].data + from, k);
 	}
 	return NULL;
 }
@@ -355,31 +364,36 @@ static void scan_run(struct scan_part *parts, int nparts)
 	}
 }
 
-static int scan_split(struct scan_part *parts, const struct scan_seg *segs, int nsegs,
-		      int64_t block, int threads)
+/* Number the blocks of SEGS into W and clear PARTS; the number of parts or -errno. */
+static int scan_split(struct scan_part *parts, struct scan_work *w, const struct scan_seg *segs,
+		      int nsegs, int64_t block, int threads)
 {
-	int64_t total = 0;
 	int i;
 
 	if (nsegs < 0 || block < 1)
 		return -EINVAL;
+	w->first = malloc(((size_t)nsegs + 1) * sizeof(*w->first));
+	if (!w->first)
+		return -ENOMEM;
+	w->first[0] = 0;
 	for (i = 0; i < nsegs; i++) {
-		if (segs[i].count < 0 || (segs[i].count && !segs[i].data))
+		if (segs[i].count < 0 || (segs[i].count && !segs[i].data)) {
+			free(w->first);
 			return -EINVAL;
-		total += segs[i].count;
+		}
+		w->first[i + 1] = w->first[i] + segs[i].count / block + !!(segs[i].count % block);
 	}
+	w->segs = segs;
+	w->nsegs = nsegs;
+	w->block = block;
+	atomic_init(&w->next, 0);
 	if (threads < 1)
 		threads = 1;
 	if (threads > SCAN_MAX_THREADS)
 		threads = SCAN_MAX_THREADS;
 	for (i = 0; i < threads; i++) {
 		memset(&parts[i], 0, sizeof(parts[i]));
-		parts[i].segs = segs;
-		parts[i].nsegs = nsegs;
-		parts[i].block = block;
-		/* total < 2^60 (bytes of memory), so total * i cannot overflow */
-		parts[i].begin = total / threads * i + total % threads * i / threads;
-		parts[i].end = total / threads * (i + 1) + total % threads * (i + 1) / threads;
+		parts[i].work = w;
 	}
 	return threads;
 }
@@ -484,18 +498,20 @@ int scan_pass(const struct scan_seg *segs, int nsegs, int64_t block, int threads
 	      int ncells)
 {
 	struct scan_part parts[SCAN_MAX_THREADS];
+	struct scan_work work;
 	struct scan_refine_ctx *ref;
 	struct scan_acc *acc = NULL;
 	uint64_t **counts = NULL, *pool = NULL;
 	size_t bins = 0, off = 0, j;
 	int n, i, c, err;
 
-	n = scan_split(parts, segs, nsegs, block, threads);
+	n = scan_split(parts, &work, segs, nsegs, block, threads);
 	if (n < 0)
 		return n;
+	err = -ENOMEM;
 	ref = malloc(sizeof(*ref));
 	if (!ref)
-		return -ENOMEM;
+		goto out_work;
 	err = scan_cells_check(cells, ncells, ref);
 	if (err)
 		goto out_ref;
@@ -543,5 +559,7 @@ out_free:
 	free(acc);
 out_ref:
 	free(ref);
+out_work:
+	free(work.first);
 	return err;
 }
