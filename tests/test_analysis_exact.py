@@ -124,11 +124,14 @@ def test_same_as_reference(kind: str, n: int, guess: bool, threads, pilot) -> No
 
 
 @pytest.mark.parametrize("nthreads", [1, 2, 4])
-@pytest.mark.parametrize("block", [1, 100, 1 << 20])
+@pytest.mark.parametrize("block", [1, 100, 1 << 18, 1 << 20])
 def test_threads_and_blocks(nthreads: int, block: int, threads) -> None:
     threads(nthreads)
     x = dataset("lognormal", 20_011, seed=7)
     both(x, deadline=40_000, chunk=block)
+    # blocks of whole huge pages after a head block up to the first 2-MiB address
+    big = dataset("lognormal", 1_200_007, seed=8)
+    both([big[:3], big[3:700_001], big[700_001:]], chunk=block)
 
 
 small_lists = st.one_of(
@@ -218,6 +221,17 @@ def test_memory_map_read_in_place(tmp_path: Path, threads) -> None:
     stats_from_samples(mm, chunk=4096)
     # every block's pages were dropped after reading: at most a page per block edge
     assert mapped_kib(tmp_path / "r") <= 300_000 // 4096 * 4 + 8
+
+
+def test_huge_page_blocks_are_released_whole(tmp_path: Path, threads) -> None:
+    """Blocks of whole 2-MiB pages (the default) start on 2-MiB addresses: a short head
+    block first, so that no mapping straddles two blocks and each is dropped whole."""
+    threads(3)
+    x = dataset("lognormal", 1_500_000, 12)
+    write_raw(tmp_path / "r", x)
+    mm = open_samples(tmp_path / "r")
+    assert_same(stats_from_samples(mm, chunk=1 << 18), reference_stats(x))
+    assert mapped_kib(tmp_path / "r") <= 16  # unaligned blocks left 2 MiB mapped here
     assert_same(
         stats_from_samples(mm, deadline_ns=30_000, chunk=4096),
         reference_stats(x, deadline_ns=30_000),

@@ -65,12 +65,20 @@ struct scan_refine_ctx {
 	uint16_t run_start[SCAN_RUNS], run_span[SCAN_RUNS];
 };
 
-/* The blocks of all segments, which the threads take one at a time. */
+/*
+ * The blocks of all segments, which the threads take one at a time. A segment's
+ * blocks start at addresses that are multiples of SCAN_ALIGN (after a shorter
+ * head block), so that releasing a block drops whole huge-page mappings and a
+ * fault in the next block cannot map pages of a block already released.
+ */
+#define SCAN_ALIGN ((uintptr_t)2 << 20)
+
 struct scan_work {
 	const struct scan_seg *segs;
 	int nsegs;
 	int64_t block;       /* samples per block; pages are released after each */
-	int64_t *first;      /* per segment, its first block's number; [nsegs]: all */
+	int64_t *first;      /* per segment: its first block's number; [nsegs]: all */
+	int64_t *head;       /* per segment: samples before its first aligned block */
 	atomic_llong next;   /* the next block to take */
 };
 
@@ -337,8 +345,14 @@ static void *scan_part_run(void *arg)
 			break;
 		while (b >= w->first[s + 1])
 			s++; /* blocks are taken in order: the segment only moves on */
-		from = (b - w->first[s]) * w->block;
-		k = w->segs[s].count - from < w->block ? w->segs[s].count - from : w->block;
+		b -= w->first[s];
+		if (w->head[s] && !b) {
+			from = 0;
+			k = w->head[s];
+		} else {
+			from = w->head[s] + (b - !!w->head[s]) * w->block;
+			k = w->segs[s].count - from < w->block ? w->segs[s].count - from : w->block;
+		}
 		scan_block(p, w->segs[s].data + from, k);
 		if (w->segs[s].release)
 			scan_release(w->segs[s].data + from, k);
@@ -368,20 +382,34 @@ static void scan_run(struct scan_part *parts, int nparts)
 static int scan_split(struct scan_part *parts, struct scan_work *w, const struct scan_seg *segs,
 		      int nsegs, int64_t block, int threads)
 {
+	int64_t rest;
 	int i;
 
 	if (nsegs < 0 || block < 1)
 		return -EINVAL;
 	w->first = malloc(((size_t)nsegs + 1) * sizeof(*w->first));
-	if (!w->first)
+	w->head = malloc(((size_t)nsegs + 1) * sizeof(*w->head));
+	if (!w->first || !w->head) {
+		free(w->first);
+		free(w->head);
 		return -ENOMEM;
+	}
 	w->first[0] = 0;
 	for (i = 0; i < nsegs; i++) {
 		if (segs[i].count < 0 || (segs[i].count && !segs[i].data)) {
 			free(w->first);
+			free(w->head);
 			return -EINVAL;
 		}
-		w->first[i + 1] = w->first[i] + segs[i].count / block + !!(segs[i].count % block);
+		/* aligned blocks need a block of whole huge pages */
+		w->head[i] = 0;
+		if (!(block % (int64_t)(SCAN_ALIGN / sizeof(int64_t))))
+			w->head[i] = (int64_t)((SCAN_ALIGN - (uintptr_t)segs[i].data % SCAN_ALIGN) %
+					       SCAN_ALIGN / sizeof(int64_t));
+		if (w->head[i] > segs[i].count)
+			w->head[i] = segs[i].count;
+		rest = segs[i].count - w->head[i];
+		w->first[i + 1] = w->first[i] + !!w->head[i] + rest / block + !!(rest % block);
 	}
 	w->segs = segs;
 	w->nsegs = nsegs;
@@ -561,5 +589,6 @@ out_ref:
 	free(ref);
 out_work:
 	free(work.first);
+	free(work.head);
 	return err;
 }
