@@ -168,7 +168,7 @@ def document_case_stats(
     *,
     deadline_ns: int | None = None,
     prefer_raw: bool = True,
-    chunk: int = 8_000_000,
+    chunk: int = 1 << 20,
 ) -> CaseStats:
     """One case's statistics from one result document, pooling all its threads.
 
@@ -189,7 +189,7 @@ def per_thread_stats(
     *,
     deadline_ns: int | None = None,
     prefer_raw: bool = True,
-    chunk: int = 8_000_000,
+    chunk: int = 1 << 20,
 ) -> list[CaseStats]:
     """Statistics of each thread of a result document, in document order."""
     return [
