@@ -149,7 +149,7 @@ def compare_sides(
                     baseline_stats=a,
                     other_stats=b,
                     ratios=ratio_table(a, b),
-                    rank_test=rank_test(sa, sb) if sb is not None else None,
+                    rank_test=rank_test(sa, sb) if sa is not None and sb is not None else None,
                     pwcet={
                         p: (
                             base.cached_tail(cases[0]).estimate(p),

@@ -72,8 +72,11 @@ def _num(v: Any) -> float | None:
 
 def _weighted(threads: list[Mapping[str, Any]], key: str) -> float | None:
     """Mean of KEY over threads, weighted by their sample counts."""
-    pairs = [(_num(t.get(key)), int(t.get("count") or 0)) for t in threads]
-    pairs = [(v, n) for v, n in pairs if v is not None and n > 0]
+    pairs: list[tuple[float, int]] = []
+    for t in threads:
+        v, n = _num(t.get(key)), int(t.get("count") or 0)
+        if v is not None and n > 0:
+            pairs.append((v, n))
     total = sum(n for _, n in pairs)
     return sum(v * n for v, n in pairs) / total if total else None
 
@@ -92,8 +95,7 @@ def _text(doc: Mapping[str, Any], key: str) -> str | None:
 
 def _periodic(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     threads = _threads(doc)
-    drifts = [_num(t.get("drift_ns")) for t in threads]
-    drifts = [d for d in drifts if d is not None]
+    drifts = [d for t in threads if (d := _num(t.get("drift_ns"))) is not None]
     return [
         {
             "mechanism": _text(doc, "mechanism"),
@@ -213,7 +215,8 @@ def _alloc(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
         for z in t.get("sizes") or []:
             if not isinstance(z, Mapping):
                 continue
-            f = z.get("faults") if isinstance(z.get("faults"), Mapping) else {}
+            faults = z.get("faults")
+            f: Mapping[str, Any] = faults if isinstance(faults, Mapping) else {}
             rows.append(
                 {
                     "size": z.get("size_bytes"),

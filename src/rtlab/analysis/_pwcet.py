@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,7 @@ from rtlab.analysis._pwcet_fit import (
 from rtlab.analysis._pwcet_gates import MIN_SAMPLES, Gate, count_gate, first_failure, reason
 from rtlab.analysis._pwcet_gates import stationarity_gates as _stationarity
 from rtlab.analysis._pwcet_methods import BM, POT, MethodFit, fit_bm, fit_pot, pot_candidates
-from rtlab.errors import UserError
+from rtlab.errors import InternalError, UserError
 from rtlab.units import UNITS_NS
 
 METHODS = ("auto", POT, BM)
@@ -130,7 +130,7 @@ class TailFit:
                         self)  # fmt: skip
 
     def _at(self, f: MethodFit, p: float) -> tuple[float, float, float] | str:
-        m = f.model
+        m = _fitted(f)
         if isinstance(m, GPDModel) and p >= m.zeta:
             return (
                 f"p={p:.3g} is not beyond the threshold ({m.zeta:.3g} of the samples exceed "
@@ -191,7 +191,7 @@ class TailFit:
             why = "; ".join(f"{METHOD_NAMES[f.method]}: {f.refused}" for f in self.fits)
             return Exceedance(x_ns, conf, None, None, None, None, why)
         f = next((f for f in live if f.method == POT), live[0])
-        m = f.model
+        m = _fitted(f)
         if isinstance(m, GPDModel) and x_ns <= m.threshold:
             k = int(np.count_nonzero(np.asarray(self.samples) > x_ns))
             ci = stats.binomtest(k, self.n).proportion_ci(confidence_level=conf, method="exact")
@@ -202,7 +202,7 @@ class TailFit:
                 _, hlo, hhi = h.sf_interval(float(x_ns), conf)
                 lo, hi = min(lo, hlo), max(hi, hhi)
         if len(live) == 2:  # as for estimates: both methods must agree
-            other, olo, ohi = live[1].model.sf_interval(float(x_ns), conf)
+            other, olo, ohi = _fitted(live[1]).sf_interval(float(x_ns), conf)
             if max(lo, olo) > min(hi, ohi):
                 return Exceedance(x_ns, conf, None, None, None, None,
                                   f"the methods disagree on P(latency > {x_ns:.4g} ns): peaks "
@@ -218,12 +218,13 @@ class TailFit:
         est = self.estimate(1.0 / m)
         if est.refused is not None:
             return est.refused
-        f = next(f for f in self.fits if f.method == est.method)
+        assert est.value_ns is not None and est.method is not None  # not refused
+        model = _fitted(next(f for f in self.fits if f.method == est.method))
         rng = np.random.default_rng(self.seed + 7)
         sf = (
-            _draws_pot(f.model, self.n, draws, rng)
-            if est.method == POT
-            else _draws_bm(f.model, draws, rng)
+            _draws_pot(model, self.n, draws, rng)
+            if isinstance(model, GPDModel)
+            else _draws_bm(model, draws, rng)
         )
         a = (1 - self.confidence) / 2
 
@@ -236,7 +237,17 @@ class TailFit:
         return lo, hi, est.method
 
 
-def _draws_pot(model: GPDModel, n: int, draws: int, rng: np.random.Generator):
+SurvivalFn = Callable[[float], np.ndarray]
+
+
+def _fitted(f: MethodFit) -> GPDModel | GEVModel:
+    """The model of a fit that was not refused."""
+    if f.model is None:
+        raise InternalError(f"pWCET: the {f.method} fit has no model (refused: {f.refused})")
+    return f.model
+
+
+def _draws_pot(model: GPDModel, n: int, draws: int, rng: np.random.Generator) -> SurvivalFn:
     k = model.y.size
     ysim = gpd_isf(rng.random((draws, k)), model.sigma, model.xi)
     bxi, bsig, _ = gpd_fit_many(ysim)
@@ -254,7 +265,7 @@ def _draws_pot(model: GPDModel, n: int, draws: int, rng: np.random.Generator):
     return sf
 
 
-def _draws_bm(model: GEVModel, draws: int, rng: np.random.Generator):
+def _draws_bm(model: GEVModel, draws: int, rng: np.random.Generator) -> SurvivalFn:
     params = []
     for _ in range(draws):
         zs = gev_isf(rng.random(model.x.size), model.mu, model.sigma, model.xi)
@@ -268,7 +279,7 @@ def _draws_bm(model: GEVModel, draws: int, rng: np.random.Generator):
     return sf
 
 
-def _solve_up(cdf, target: float, start: float) -> float:
+def _solve_up(cdf: Callable[[float], float], target: float, start: float) -> float:
     """x with cdf(x) = target (cdf increasing), bracketing geometrically from START."""
     lo = hi = max(start, 1.0)
     while cdf(lo) > target and lo > 1e-3:

@@ -14,6 +14,7 @@ bootstrap refits hundreds of samples in one pass). Shapes are kept in [-0.99, XI
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -414,10 +415,10 @@ class GEVModel:
             lq0 = min(math.log(q_hat), top)
             lo = _root_out(g, lq0, -1.0, floor=-690.0)
         else:
-            lq0 = _first_inside(g, -690.0, top)
-            if lq0 is None:
+            inside = _first_inside(g, -690.0, top)
+            if inside is None:
                 return 0.0, 0.0, 0.0
-            lo = None
+            lq0, lo = inside, None
         hi = _root_out(g, lq0, +0.5, floor=top)
 
         def back(lq: float) -> float:
@@ -426,7 +427,9 @@ class GEVModel:
         return p_hat, 0.0 if lo is None else back(lo), back(top) if hi is None else back(hi)
 
 
-def _root_out(g, s0: float, step: float, floor: float, grow: float = 1.5) -> float | None:
+def _root_out(
+    g: Callable[[float], float], s0: float, step: float, floor: float, grow: float = 1.5
+) -> float | None:
     """Walk from S0 (g < 0) by STEP, growing, until g > 0, then solve g = 0; None when
     g stays below 0 up to FLOOR (the interval is unbounded on that side)."""
     a, ga = s0, g(s0)
@@ -462,7 +465,7 @@ def _root_out(g, s0: float, step: float, floor: float, grow: float = 1.5) -> flo
     return None
 
 
-def _first_inside(g, lo: float, hi: float) -> float | None:
+def _first_inside(g: Callable[[float], float], lo: float, hi: float) -> float | None:
     """A point in [lo, hi] where g < 0 (inside the interval), scanning a coarse grid."""
     for s in np.linspace(hi, lo, 60):
         v = g(float(s))

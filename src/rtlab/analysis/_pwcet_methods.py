@@ -241,7 +241,7 @@ def fit_bm(x: np.ndarray, seed: int) -> MethodFit:
     b0 = sizes[0]
     m0 = n // b0
     maxima = np.asarray(x[: m0 * b0]).reshape(m0, b0).max(axis=1).astype(float)
-    fits = []
+    fits: list[tuple[Any, ...] | None] = []
     for b in sizes:
         if b != b0:
             pairs = maxima.size // 2

@@ -80,10 +80,21 @@ class CaseStats:
         nan = math.nan
         return cls(
             count=0,
-            **dict.fromkeys(
-                ("min", "mean", "median", "p90", "p99", "p999", "p9999", "max", "jitter"), nan
-            ),
-            **dict.fromkeys(("stddev", "q1", "q3", "iqr", "whisker_low", "whisker_high"), nan),
+            min=nan,
+            mean=nan,
+            median=nan,
+            p90=nan,
+            p99=nan,
+            p999=nan,
+            p9999=nan,
+            max=nan,
+            jitter=nan,
+            stddev=nan,
+            q1=nan,
+            q3=nan,
+            iqr=nan,
+            whisker_low=nan,
+            whisker_high=nan,
             outliers=0,
             overruns=overruns,
             deadline_ns=deadline_ns,
