@@ -55,6 +55,9 @@ DEFAULT_CPUS, DEFAULT_MEMORY = 2, "1G"
 KVM_BOOT_S = 60  # a guest under KVM answers SSH within seconds; not then: it hangs
 TCG_BOOT_S = 600  # under emulation a boot takes 20-60 s on a 2-CPU machine
 STOP_S = 10
+#: The guard of a guest: its stdin is a pipe from rtlab; at its end (rtlab gone, even by
+#: SIGKILL) it stops the guest's process group ($1), which rtlab made for it.
+GUARD = 'read _ ; kill -TERM "-$1"; sleep 5; kill -KILL "-$1"'
 
 
 def host_arch() -> str:
@@ -297,13 +300,7 @@ def _start(spec: TargetSpec, accel: str, deadline_s: float, say: Any) -> Machine
     log.close()
     # if rtlab dies, even by SIGKILL, the guard's stdin ends and it stops the guest's group
     guard = subprocess.Popen(
-        [
-            "sh",
-            "-c",
-            'read _ ; kill -TERM "-$1"; sleep 5; kill -KILL "-$1"',
-            "guard",
-            str(proc.pid),
-        ],  # fmt: skip
+        ["sh", "-c", GUARD, "guard", str(proc.pid)],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
