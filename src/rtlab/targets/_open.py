@@ -8,7 +8,7 @@ from typing import Any
 from rtlab.errors import UserError
 from rtlab.targets._base import Target
 from rtlab.targets._local import LocalTarget
-from rtlab.targets._spec import TargetSpec, parse_target
+from rtlab.targets._spec import VM, TargetSpec, parse_target
 
 
 def open_target(
@@ -36,6 +36,10 @@ def reopen_target(recorded: Any, where: str, accept_new_host_key: bool = False) 
 
 
 def _open(spec: TargetSpec, accept_new_host_key: bool, farm: str | None) -> Target:
+    if spec.kind == VM:
+        from rtlab.targets._vm import VmTarget  # boots the kernel, then is an SSH target
+
+        return VmTarget(spec, accept_new_host_key, farm)
     from rtlab.targets._remote import Remote  # only here: it brings the SSH layer
 
     return Remote(spec, accept_new_host_key, farm)

@@ -7,7 +7,7 @@ import os
 import re
 import stat
 import tomllib
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -17,7 +17,8 @@ from rtlab.errors import UserError
 from rtlab.probe import one_line
 from rtlab.system import parse_cpulist
 
-SSH, LABGRID = "ssh", "labgrid"
+SSH, LABGRID, VM = "ssh", "labgrid", "vm"
+KINDS = (SSH, LABGRID, VM)
 #: A target's name: it names experiments (their id) and the boards of a farm report.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _HOST_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*|\[?[0-9A-Fa-f:.]+(%[A-Za-z0-9._-]+)?\]?")
@@ -33,7 +34,15 @@ KEYS: dict[str, type | tuple[type, ...]] = {
     "target_probe": str,
     "rt_cpus": (str, int),
     "labgrid": str,
+    "vm": str,
+    "append": str,
+    "cpus": int,
+    "memory": str,
+    "accel": str,
+    "arch": str,
 }
+#: Keys that say what kind of target a table is (exactly one of them).
+KIND_KEYS = {"host": SSH, "labgrid": LABGRID, "vm": VM}
 #: Limits of a targets file (docs/targets.md, "Limits"), and of the files it names: they
 #: must be regular files (a FIFO or a device would hang or flood the SSH client).
 MAX_FILE_BYTES = 1 << 20
@@ -46,7 +55,7 @@ class TargetSpec:
     """Where to run and how to get there. `name` is what outputs call it."""
 
     name: str
-    kind: str = SSH  # SSH or LABGRID
+    kind: str = SSH  # one of KINDS
     host: str = ""  # a host name, an address or a ~/.ssh/config alias
     user: str | None = None  # default: ~/.ssh/config, else the local user
     port: int | None = None  # default: ~/.ssh/config, else 22
@@ -56,11 +65,21 @@ class TargetSpec:
     target_probe: str | None = None  # a probe already on the target: nothing is copied
     rt_cpus: str | None = None  # the real-time CPUs, for the audit
     place: str | None = None  # labgrid: the place or the target of $LG_ENV
+    kernel: str | None = None  # vm: the kernel image booted (targets/_vm.py)
+    append: str | None = None  # vm: added to the kernel command line
+    vm_cpus: int | None = None  # vm: virtual CPUs
+    memory: str | None = None  # vm: "1G"
+    accel: str | None = None  # vm: auto, kvm or tcg
+    arch: str | None = None  # vm: x86_64 or arm64
 
     @property
     def url(self) -> str:
         if self.kind == LABGRID:
             return f"labgrid:{self.place}"
+        if self.kind == VM:
+            from rtlab.targets._vm import vm_url
+
+            return vm_url(self)
         host = self.host if ":" not in self.host or self.host.startswith("[") else f"[{self.host}]"
         user = f"{self.user}@" if self.user else ""
         port = f":{self.port}" if self.port else ""
@@ -88,7 +107,7 @@ class TargetSpec:
             spec = cls(**data)
         except TypeError as e:
             raise UserError(f"{where}: not a target description ({e})") from None
-        if spec.kind not in (SSH, LABGRID):
+        if spec.kind not in KINDS:
             raise UserError(f"{where}: unknown target kind {spec.kind!r}")
         return spec
 
@@ -135,13 +154,19 @@ def parse_target(text: str, file: Path | None = None) -> TargetSpec:
     FILE (default: targets_file())."""
     if text.startswith("ssh:") or "://" in text:
         return parse_ssh_url(text)
+    if text.startswith("vm:"):
+        from rtlab.targets._vm import parse_vm_url
+
+        return parse_vm_url(text)
     if text.startswith("labgrid:"):
         place = text.removeprefix("labgrid:")
         if not NAME_RE.fullmatch(place):
             raise _bad(text, "labgrid:PLACE needs a place name (letters, digits, . _ -)")
         return TargetSpec(text, LABGRID, place=place)
     if not NAME_RE.fullmatch(text):
-        raise _bad(text, "not ssh://[user@]host[:port], labgrid:PLACE or a target's name")
+        raise _bad(
+            text, "not ssh://[user@]host[:port], labgrid:PLACE, vm:KERNEL or a target's name"
+        )
     path = file or targets_file()
     targets = read_targets(path) if file or path.exists() else {}
     if text not in targets:
@@ -190,8 +215,14 @@ def _table(name: str, t: dict[str, Any], where: str) -> TargetSpec:
             raise UserError(f"{where}: {key!r} must be a {_type_name(want)}")
         if isinstance(value, str) and any(not c.isprintable() for c in value):
             raise UserError(f"{where}: {key!r} has control characters")
-    if ("host" in t) == ("labgrid" in t):
-        raise UserError(f"{where}: give either host = ... (SSH) or labgrid = PLACE")
+    kinds = [KIND_KEYS[k] for k in t if k in KIND_KEYS]
+    if len(kinds) != 1:
+        raise UserError(f"{where}: give one of host = ... (SSH), labgrid = PLACE or vm = KERNEL")
+    if kinds[0] == VM:
+        return _vm_table(name, t, where)
+    vm_only = sorted(set(t) & {"append", "cpus", "memory", "accel", "arch"})
+    if vm_only:
+        raise UserError(f"{where}: {', '.join(vm_only)}: only for a vm = KERNEL target")
     port = t.get("port")
     if port is not None and not 0 < port < 65536:
         raise UserError(f"{where}: port {port} is out of range (1..65535)")
@@ -233,6 +264,24 @@ def _table(name: str, t: dict[str, Any], where: str) -> TargetSpec:
         rt_cpus=None if rt is None else str(rt),
         place=t.get("labgrid"),
     )
+
+
+def _vm_table(name: str, t: dict[str, Any], where: str) -> TargetSpec:
+    from rtlab.targets._vm import VM_OPTIONS, vm_spec
+
+    extra = sorted(set(t) - {"vm", "rt_cpus", "probe", *VM_OPTIONS})
+    if extra:
+        raise UserError(f"{where}: {', '.join(extra)}: not for a vm target (virtme-ng reaches it)")
+    rt = t.get("rt_cpus")
+    if rt is not None:
+        try:
+            parse_cpulist(str(rt))
+        except UserError as e:
+            raise UserError(f"{where}: rt_cpus: {e}") from None
+    _check_file("probe", _path(t.get("probe")), FILE_KEYS["probe"], where)
+    options = {k: t[k] for k in VM_OPTIONS if k in t}
+    spec = vm_spec(name, t["vm"], options, where)
+    return replace(spec, rt_cpus=None if rt is None else str(rt), probe=_path(t.get("probe")))
 
 
 def _path(value: str | None) -> str | None:
