@@ -19,23 +19,25 @@ static void usage(FILE *f)
 		   "meters:\n");
 	for (int i = 0; probe_meters[i]; i++)
 		fprintf(f, "  %-12s %s\n", probe_meters[i]->name, probe_meters[i]->summary);
-	fprintf(f, "\nother commands:\n"
-		   "  load         run load generators alone (SPEC = KIND:ARGS[@CPUS])\n"
-		   "  list         meters, loads and their options (--json for programs)\n"
-		   "  sysinfo      the system files the readiness audit reads (--json FILE)\n"
-		   "  explain      --cleanup: remove tracefs instances left by killed runs\n"
-		   "\nexit codes: 0 ok, 1 a latency exceeded --deadline, 2 bad usage, 3 unsupported here,\n"
-		   "4 internal error, 5 an output could not be written\n");
+	fprintf(f,
+		"\nother commands:\n"
+		"  load         run load generators alone (SPEC = KIND:ARGS[@CPUS])\n"
+		"  list         meters, loads and their options (--json for programs)\n"
+		"  sysinfo      the system files the readiness audit reads (--json FILE)\n"
+		"  explain      --cleanup: remove tracefs instances left by killed runs\n"
+		"\nexit codes: 0 ok, 1 a latency exceeded --deadline, 2 bad usage, 3 unsupported here,\n"
+		"4 internal error, 5 an output could not be written\n");
 }
 
 static void list_usage(FILE *f)
 {
-	fprintf(f, "usage: rtlab-probe list [--json]\n\n"
-		   "The meters, the loads and their options. With --json, one JSON object for\n"
-		   "programs: \"version\", \"common_options\" (taken by every meter), \"meters\"\n"
-		   "(name, summary, explainable: takes --explain, options of its own) and \"loads\" (name, syntax, summary);\n"
-		   "each option has name, type, metavar, min/max (min_ns/max_ns for durations),\n"
-		   "help and aliases.\n");
+	fprintf(f,
+		"usage: rtlab-probe list [--json]\n\n"
+		"The meters, the loads and their options. With --json, one JSON object for\n"
+		"programs: \"version\", \"common_options\" (taken by every meter), \"meters\"\n"
+		"(name, summary, explainable: takes --explain, options of its own) and \"loads\" (name, syntax, summary);\n"
+		"each option has name, type, metavar, min/max (min_ns/max_ns for durations),\n"
+		"help and aliases.\n");
 }
 
 static void list_json(void)
@@ -83,7 +85,8 @@ static int list_cmd(int argc, char **argv)
 			return EXIT_OK;
 		}
 		if (strcmp(argv[i], "--json")) {
-			fprintf(stderr, "rtlab-probe list: unexpected argument \"%s\" (see --help)\n",
+			fprintf(stderr,
+				"rtlab-probe list: unexpected argument \"%s\" (see --help)\n",
 				argv[i]);
 			return EXIT_USAGE;
 		}

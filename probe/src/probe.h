@@ -16,7 +16,7 @@ enum probe_exit {
 	EXIT_USAGE = 2,       /* bad usage or input */
 	EXIT_UNSUPPORTED = 3, /* cannot be done here (permission, kernel feature) */
 	EXIT_INTERNAL = 4,
-	EXIT_OUTPUT = 5,      /* an output could not be written (no space, I/O error, no reader) */
+	EXIT_OUTPUT = 5, /* an output could not be written (no space, I/O error, no reader) */
 };
 
 enum opt_type {
@@ -31,36 +31,48 @@ enum opt_type {
 };
 
 struct opt_desc {
-	const char *name;     /* long name without dashes */
+	const char *name; /* long name without dashes */
 	enum opt_type type;
-	int64_t min, max;     /* accepted range (ns for durations) */
-	const char *metavar;  /* "LIST", "DUR", ... */
-	const char *help;     /* one line; mention the unit and default. NULL for an alias */
-	size_t offset;        /* where the value lives in the params struct */
-	size_t set_offset;    /* offset of a bool "was given" flag, or OPT_NO_SET */
-	int64_t step;         /* int/duration: the value must be a multiple (ns); 0: any */
-	const char *alias_of; /* an alias: the name of its option, in the same table */
+	int64_t min, max;           /* accepted range (ns for durations) */
+	const char *metavar;        /* "LIST", "DUR", ... */
+	const char *help;           /* one line; mention the unit and default. NULL for an alias */
+	size_t offset;              /* where the value lives in the params struct */
+	size_t set_offset;          /* offset of a bool "was given" flag, or OPT_NO_SET */
+	int64_t step;               /* int/duration: the value must be a multiple (ns); 0: any */
+	const char *alias_of;       /* an alias: the name of its option, in the same table */
 	const char *const *choices; /* choice: the words accepted, NULL-terminated */
-	int choice_default;   /* choice: index of the word the option has when not given */
+	int choice_default;         /* choice: index of the word the option has when not given */
 };
 
 #define OPT_NO_SET ((size_t)-1)
-#define OPT_END { 0 }
+#define OPT_END   \
+	{         \
+		0 \
+	}
 
 /* One option; designated, so that fields added later default to 0 without warnings. */
-#define OPT_DESC(name_, type_, min_, max_, metavar_, help_, offset_, set_offset_)              \
-	{ .name = (name_), .type = (type_), .min = (min_), .max = (max_), .metavar = (metavar_), \
-	  .help = (help_), .offset = (offset_), .set_offset = (set_offset_) }
+#define OPT_DESC(name_, type_, min_, max_, metavar_, help_, offset_, set_offset_) \
+	{                                                                         \
+		.name = (name_), .type = (type_), .min = (min_), .max = (max_),   \
+		.metavar = (metavar_), .help = (help_), .offset = (offset_),      \
+		.set_offset = (set_offset_)                                       \
+	}
 
 /* A choice among WORDS_ (NULL-terminated): the int at OFFSET_ becomes the index of the word
  * given, DEFAULT_ (an index) when none is. Parsing, the error for a word not among them and
  * its description in --help and `list --json` are opts.c's. */
-#define OPT_CHOICE_DESC(name_, words_, default_, metavar_, help_, offset_, set_offset_)        \
-	{ .name = (name_), .type = OPT_CHOICE, .choices = (words_), .choice_default = (default_), \
-	  .metavar = (metavar_), .help = (help_), .offset = (offset_), .set_offset = (set_offset_) }
+#define OPT_CHOICE_DESC(name_, words_, default_, metavar_, help_, offset_, set_offset_) \
+	{                                                                               \
+		.name = (name_), .type = OPT_CHOICE, .choices = (words_),               \
+		.choice_default = (default_), .metavar = (metavar_), .help = (help_),   \
+		.offset = (offset_), .set_offset = (set_offset_)                        \
+	}
 
 /* A second name for an option of the same table: accepted, hidden from --help. */
-#define OPT_ALIAS(alias_, canonical_) { .name = (alias_), .alias_of = (canonical_) }
+#define OPT_ALIAS(alias_, canonical_)                      \
+	{                                                  \
+		.name = (alias_), .alias_of = (canonical_) \
+	}
 
 struct mthread;
 struct jw;
@@ -71,9 +83,9 @@ struct common_params;
 /* A meter: shares setup with every other meter, differs only in its loop. */
 struct meter {
 	const char *name;
-	const char *summary;             /* one line for the command list */
-	const char *help;                /* what it measures and how */
-	const struct opt_desc *options;  /* meter-specific options, OPT_END terminated */
+	const char *summary;            /* one line for the command list */
+	const char *help;               /* what it measures and how */
+	const struct opt_desc *options; /* meter-specific options, OPT_END terminated */
 	size_t params_size;
 	void (*defaults)(void *params);
 	/* Cross-option checks after parsing, for a run of NTHREADS measuring threads; 0 or
@@ -120,7 +132,7 @@ struct load_spec;
 /* A load generator: KIND:ARGS[@CPUS]; the generic runner forks nprocs workers. */
 struct load_kind {
 	const char *name;
-	const char *syntax;  /* "forkcopy:N[:SIZE]" */
+	const char *syntax; /* "forkcopy:N[:SIZE]" */
 	const char *summary;
 	/* Parse ARGS (text after "KIND:", may be NULL) into spec->cfg and spec->nprocs. */
 	int (*parse)(const char *args, struct load_spec *spec, char *err, size_t errlen);

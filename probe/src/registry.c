@@ -28,30 +28,13 @@ extern const struct load_kind load_hackbench;
 extern const struct load_kind load_iperf3;
 
 const struct meter *const probe_meters[] = {
-	&meter_wakeup,
-	&meter_periodic,
-	&meter_response,
-	&meter_noise,
-	&meter_pagefault,
-	&meter_alloc,
-	&meter_preempt,
-	&meter_worker,
-	&meter_pipeline,
-	NULL,
+	&meter_wakeup, &meter_periodic, &meter_response, &meter_noise,    &meter_pagefault,
+	&meter_alloc,  &meter_preempt,  &meter_worker,   &meter_pipeline, NULL,
 };
 
 const struct load_kind *const probe_load_kinds[] = {
-	&load_forkcopy,
-	&load_spin,
-	&load_stride,
-	&load_ipc,
-	&load_io,
-	&load_net,
-	&load_timer,
-	&load_stressng,
-	&load_hackbench,
-	&load_iperf3,
-	NULL,
+	&load_forkcopy, &load_spin,     &load_stride,    &load_ipc,    &load_io, &load_net,
+	&load_timer,    &load_stressng, &load_hackbench, &load_iperf3, NULL,
 };
 
 const struct meter *find_meter(const char *name)

@@ -21,7 +21,7 @@
 #include "sysinfo.h"
 
 #define SI_SCHEMA 1
-#define SI_MAX_MATCHES 8192     /* files per glob pattern (e.g. processes) */
+#define SI_MAX_MATCHES 8192      /* files per glob pattern (e.g. processes) */
 #define SI_MAX_TOTAL (64u << 20) /* bytes of file content per document */
 
 enum si_kind {
@@ -32,13 +32,13 @@ enum si_kind {
 struct si_entry {
 	const char *pattern; /* absolute path or glob(3) pattern; %r is the kernel release */
 	enum si_kind kind;
-	size_t max_bytes;         /* larger files are cut and listed in "truncated" */
-	const char *const *keep;  /* NULL: whole file; else only lines containing one of these */
+	size_t max_bytes;        /* larger files are cut and listed in "truncated" */
+	const char *const *keep; /* NULL: whole file; else only lines containing one of these */
 };
 
 static const char *const keep_timer_list[] = {
-	"hres_active", "event_handler", "resolution", "Clock Event Device", "cpu:",
-	"Per CPU device", "Broadcast device", NULL,
+	"hres_active", "event_handler",  "resolution",       "Clock Event Device",
+	"cpu:",        "Per CPU device", "Broadcast device", NULL,
 };
 static const char *const keep_status[] = { "Name:", "Cpus_allowed_list:", NULL };
 
@@ -55,8 +55,10 @@ static const struct si_entry si_table[] = {
 	{ "/sys/kernel/realtime", SI_TEXT, 4 * K, NULL },
 	{ "/sys/kernel/debug/sched/preempt", SI_TEXT, 4 * K, NULL },
 	{ "/proc/timer_list", SI_TEXT, 1024 * K, keep_timer_list },
-	{ "/sys/devices/system/clocksource/clocksource0/current_clocksource", SI_TEXT, 4 * K, NULL },
-	{ "/sys/devices/system/clocksource/clocksource0/available_clocksource", SI_TEXT, 4 * K, NULL },
+	{ "/sys/devices/system/clocksource/clocksource0/current_clocksource", SI_TEXT, 4 * K,
+	  NULL },
+	{ "/sys/devices/system/clocksource/clocksource0/available_clocksource", SI_TEXT, 4 * K,
+	  NULL },
 	{ "/sys/devices/system/cpu/online", SI_TEXT, 4 * K, NULL },
 	{ "/sys/devices/system/cpu/possible", SI_TEXT, 4 * K, NULL },
 	{ "/sys/devices/system/cpu/isolated", SI_TEXT, 4 * K, NULL },
@@ -257,8 +259,8 @@ static int read_raw(const char *path, size_t max, struct sbuf *b, bool *cut)
 
 struct si_state {
 	struct sbuf buf;
-	size_t total;           /* bytes of content written so far */
-	char *truncated[64];    /* paths cut at their size limit (first 64) */
+	size_t total;        /* bytes of content written so far */
+	char *truncated[64]; /* paths cut at their size limit (first 64) */
 	int ntruncated;
 };
 
@@ -437,13 +439,17 @@ int sysinfo_main(int argc, char **argv)
 	}
 	ret = atomic_write(out, sysinfo_fill, NULL, &sig);
 	if (ret == -EINTR && sig) {
-		fprintf(stderr, "rtlab-probe sysinfo: --json: stopped by %s while waiting for a reader "
-			"of \"%.300s\": nothing written\n", stopsig_name(sig), out);
+		fprintf(stderr,
+			"rtlab-probe sysinfo: --json: stopped by %s while waiting for a reader "
+			"of \"%.300s\": nothing written\n",
+			stopsig_name(sig), out);
 		return EXIT_OUTPUT;
 	}
 	if (ret) {
-		fprintf(stderr, "rtlab-probe sysinfo: --json: cannot write \"%.300s\" (%s): no "
-			"document written\n", out, strerror(-ret));
+		fprintf(stderr,
+			"rtlab-probe sysinfo: --json: cannot write \"%.300s\" (%s): no "
+			"document written\n",
+			out, strerror(-ret));
 		return ret == -ENOMEM ? EXIT_INTERNAL : EXIT_OUTPUT;
 	}
 	return EXIT_OK;

@@ -68,7 +68,8 @@ static void check_special(const char *dir)
 	int fd, sig = 0;
 
 	fd = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sock", dir) < (int)sizeof(sa.sun_path)
-		     ? socket(AF_UNIX, SOCK_STREAM, 0) : -1; /* a socket path is short */
+		     ? socket(AF_UNIX, SOCK_STREAM, 0)
+		     : -1; /* a socket path is short */
 	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		CHECK_INT(atomic_check(sa.sun_path), -ENXIO);
 		CHECK_INT(file_check_writable(sa.sun_path), -ENXIO);
@@ -82,7 +83,7 @@ static void check_special(const char *dir)
 	}
 	snprintf(path, sizeof(path), "%s/fifo", dir);
 	CHECK_INT(mkfifo(path, 0600), 0);
-	CHECK_INT(atomic_check(path), 0); /* checked without opening: no wait */
+	CHECK_INT(atomic_check(path), 0);                   /* checked without opening: no wait */
 	CHECK_INT(outfile_open(&o, path, SIGTERM), -EINTR); /* stopping: not waited for */
 	CHECK_INT(o.stop_signal, SIGTERM);
 	(void)unlink(path);
@@ -128,7 +129,7 @@ static void check_stalled_fifo(const char *dir)
 	CHECK_INT(outfile_open(&o, path, 0), 0);
 	CHECK(o.fifo);
 	while (write(o.fd, chunk, sizeof(chunk)) > 0)
-		; /* full */
+		;                      /* full */
 	(void)kill(getpid(), SIGTERM); /* pending: taken by the wait */
 	CHECK_INT(outfile_write(&o, chunk, sizeof(chunk)), -EINTR);
 	CHECK_INT(o.stop_signal, SIGTERM);

@@ -96,7 +96,8 @@ static void test_subset_format(void)
 
 	cpulist_to_set(&online, &set);
 	CHECK_INT(CPU_COUNT(&set), 6);
-	CHECK(CPU_ISSET(0, &set) && !CPU_ISSET(1, &set) && CPU_ISSET(7, &set) && !CPU_ISSET(8, &set));
+	CHECK(CPU_ISSET(0, &set) && !CPU_ISSET(1, &set) && CPU_ISSET(7, &set) &&
+	      !CPU_ISSET(8, &set));
 
 	/* an empty list formats as ""; a short buffer keeps only whole entries */
 	l.n = 0;
@@ -104,7 +105,7 @@ static void test_subset_format(void)
 	CHECK_STR(buf, "");
 	cpulist_parse("0,2,4,6,8,10,12,14,16", &l, err, sizeof(err));
 	cpulist_format(&l, buf, sizeof(buf));
-	CHECK_STR(buf, "0,2,4,6,8,10");	/* not "0,2,4,6,8,10,1" */
+	CHECK_STR(buf, "0,2,4,6,8,10"); /* not "0,2,4,6,8,10,1" */
 }
 
 static void write_file(const char *path, const char *text)
@@ -121,7 +122,8 @@ static void write_file(const char *path, const char *text)
 static void test_online(void)
 {
 	char root[] = "/tmp/test_cpulist.XXXXXX", path[512];
-	const char *dirs[] = { "/sys", "/sys/devices", "/sys/devices/system", "/sys/devices/system/cpu" };
+	const char *dirs[] = { "/sys", "/sys/devices", "/sys/devices/system",
+			       "/sys/devices/system/cpu" };
 	size_t i;
 
 	CHECK(mkdtemp(root) != NULL);

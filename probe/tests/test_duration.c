@@ -57,8 +57,8 @@ static void test_durations(void)
 {
 	dur_ok("1ms", 1000000);
 	dur_ok("200us", 200000);
-	dur_ok("200\xc2\xb5s", 200000);	/* µ, MICRO SIGN */
-	dur_ok("200\xce\xbcs", 200000);	/* μ, GREEK SMALL LETTER MU */
+	dur_ok("200\xc2\xb5s", 200000); /* µ, MICRO SIGN */
+	dur_ok("200\xce\xbcs", 200000); /* μ, GREEK SMALL LETTER MU */
 	dur_ok("10m", 600 * NSEC_PER_SEC);
 	dur_ok("1.5s", 1500000000);
 	dur_ok("500ns", 500);
@@ -68,9 +68,9 @@ static void test_durations(void)
 	dur_ok("0s", 0);
 	dur_ok("0.25ms", 250000);
 	dur_ok("1.000000001s", 1000000001);
-	dur_ok("1.00ns", 1);		/* zeros below 1 ns are harmless */
+	dur_ok("1.00ns", 1); /* zeros below 1 ns are harmless */
 	dur_ok("0.5m", 30 * NSEC_PER_SEC);
-	dur_ok("106751d", 106751LL * 86400 * NSEC_PER_SEC);	/* just fits in int64 */
+	dur_ok("106751d", 106751LL * 86400 * NSEC_PER_SEC); /* just fits in int64 */
 	dur_ok("9223372036854775807ns", INT64_MAX);
 
 	dur_bad("", "\"\": empty duration");
@@ -146,8 +146,8 @@ static void test_format(void)
 	fmt(3 * NSEC_PER_SEC, "3s");
 	fmt(1500 * NSEC_PER_MSEC, "1.50s");
 	fmt(200000, "200us");
-	fmt(999600, "1.00ms");	/* no "1000us" */
-	fmt(9996, "10.0us");	/* no "10.00us" */
+	fmt(999600, "1.00ms"); /* no "1000us" */
+	fmt(9996, "10.0us");   /* no "10.00us" */
 	fmt(123456789, "123ms");
 	fmt(-12345, "-12.3us");
 	fmt(INT64_MIN, "-9223372037s");

@@ -13,9 +13,9 @@
 #define WAIT_LIMIT_NS (10 * NSEC_PER_SEC) /* a lost wake-up fails the test, never hangs it */
 
 struct shared {
-	_Atomic uint32_t word;  /* 0 until the waker says go */
-	_Atomic int ready;      /* the waiter is about to wait */
-	_Atomic int woken;      /* its waits that returned 0 (a wake, perhaps spurious) */
+	_Atomic uint32_t word; /* 0 until the waker says go */
+	_Atomic int ready;     /* the waiter is about to wait */
+	_Atomic int woken;     /* its waits that returned 0 (a wake, perhaps spurious) */
 	_Atomic int timeouts;
 };
 
@@ -71,8 +71,8 @@ static void test_threads(void)
 /* A word in MAP_SHARED memory, the waiter a forked child: pshared on both sides. */
 static void test_processes(void)
 {
-	struct shared *s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
-				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct shared *s =
+		mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	int status = -1;
 	pid_t pid;
 

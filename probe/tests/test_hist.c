@@ -56,7 +56,7 @@ static void test_geometry(void)
 	CHECK_INT(hi, 1);
 	hist_bounds(HIST_NBUCKETS - 1, &lo, &hi);
 	CHECK_INT(hi, ((int64_t)1 << HIST_MAX_EXP) - 1);
-	CHECK(hi >= 10 * 1000000000LL);	/* at least 10 s in ns */
+	CHECK(hi >= 10 * 1000000000LL); /* at least 10 s in ns */
 	CHECK_INT(hist_index(((int64_t)1 << HIST_MAX_EXP) - 1), HIST_NBUCKETS - 1);
 	CHECK_INT(hist_index((int64_t)1 << HIST_MAX_EXP), -1);
 	CHECK_INT(hist_index(INT64_MAX), -1);
@@ -122,7 +122,8 @@ static void check_quantile_close(const struct hist *h, const int64_t *sorted, si
 
 static void test_quantiles(void)
 {
-	static const double qs[] = { 0, 0.001, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999, 0.9999, 1 };
+	static const double qs[] = { 0,    0.001, 0.01, 0.1,   0.25,   0.5,
+				     0.75, 0.9,   0.99, 0.999, 0.9999, 1 };
 	static struct hist h;
 	enum { N = 200000 };
 	int64_t *vals = malloc(N * sizeof(*vals));
@@ -151,7 +152,7 @@ static void test_quantiles(void)
 		check_quantile_close(&h, vals, N, qs[i]);
 	/* a bucket midpoint never leaves the exact [min, max] seen */
 	hist_reset(&h);
-	hist_add(&h, 1000);	/* bucket 1000..1003, midpoint 1001 */
+	hist_add(&h, 1000); /* bucket 1000..1003, midpoint 1001 */
 	CHECK_INT(hist_quantile(&h, 0.5, 1000, 1000), 1000);
 	CHECK_INT(hist_quantile(&h, 0.5, 0, 5000), 1001);
 	hist_add(&h, 1003);

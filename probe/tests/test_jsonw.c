@@ -63,26 +63,28 @@ static void test_escape(void)
 	esc("\xf0\x9f\x98\x80!", "\"\xf0\x9f\x98\x80!\"");
 	esc("\xf4\x8f\xbf\xbf", "\"\xf4\x8f\xbf\xbf\"");
 	esc("\xef\xbf\xbd", "\"\xef\xbf\xbd\"");
-	esc("\xed\x9f\xbf", "\"\xed\x9f\xbf\"");	/* U+D7FF, just below the surrogates */
+	esc("\xed\x9f\xbf", "\"\xed\x9f\xbf\""); /* U+D7FF, just below the surrogates */
 	esc("\xc2\x80\xdf\xbf", "\"\xc2\x80\xdf\xbf\"");
 
 	/* each invalid byte becomes one U+FFFD escape */
-	esc("a\xff" "b", "\"a\\ufffdb\"");
+	esc("a\xff"
+	    "b",
+	    "\"a\\ufffdb\"");
 	esc("\xfe", "\"\\ufffd\"");
-	esc("x\xe2\x82", "\"x\\ufffd\\ufffd\"");		/* truncated € at the end */
-	esc("\xe2\x82y", "\"\\ufffd\\ufffdy\"");		/* truncated € before ASCII */
-	esc("\xf0\x9f\x98", "\"\\ufffd\\ufffd\\ufffd\"");	/* truncated 😀 */
-	esc("\xc0\xaf", "\"\\ufffd\\ufffd\"");			/* overlong '/' */
-	esc("\xc1\xbf", "\"\\ufffd\\ufffd\"");			/* overlong */
-	esc("\xe0\x80\xaf", "\"\\ufffd\\ufffd\\ufffd\"");	/* overlong 3-byte */
-	esc("\xf0\x80\x80\xaf", "\"\\ufffd\\ufffd\\ufffd\\ufffd\"");	/* overlong 4-byte */
-	esc("\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\"");	/* surrogate U+D800 */
-	esc("\xed\xbf\xbf", "\"\\ufffd\\ufffd\\ufffd\"");	/* surrogate U+DFFF */
-	esc("\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\"");	/* U+110000 */
+	esc("x\xe2\x82", "\"x\\ufffd\\ufffd\"");          /* truncated € at the end */
+	esc("\xe2\x82y", "\"\\ufffd\\ufffdy\"");          /* truncated € before ASCII */
+	esc("\xf0\x9f\x98", "\"\\ufffd\\ufffd\\ufffd\""); /* truncated 😀 */
+	esc("\xc0\xaf", "\"\\ufffd\\ufffd\"");            /* overlong '/' */
+	esc("\xc1\xbf", "\"\\ufffd\\ufffd\"");            /* overlong */
+	esc("\xe0\x80\xaf", "\"\\ufffd\\ufffd\\ufffd\""); /* overlong 3-byte */
+	esc("\xf0\x80\x80\xaf", "\"\\ufffd\\ufffd\\ufffd\\ufffd\""); /* overlong 4-byte */
+	esc("\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\"");            /* surrogate U+D800 */
+	esc("\xed\xbf\xbf", "\"\\ufffd\\ufffd\\ufffd\"");            /* surrogate U+DFFF */
+	esc("\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\""); /* U+110000 */
 	esc("\xf5\x80\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\"");
-	esc("\x80", "\"\\ufffd\"");				/* lone continuation */
-	esc("\xc3\xa9\xa9", "\"\xc3\xa9\\ufffd\"");		/* é then a stray continuation */
-	esc("\xc3\"", "\"\\ufffd\\\"\"");			/* lead byte then a quote */
+	esc("\x80", "\"\\ufffd\"");                 /* lone continuation */
+	esc("\xc3\xa9\xa9", "\"\xc3\xa9\\ufffd\""); /* é then a stray continuation */
+	esc("\xc3\"", "\"\\ufffd\\\"\"");           /* lead byte then a quote */
 }
 
 static void test_nesting(void)
@@ -186,7 +188,7 @@ static void test_doubles(void)
 	dbl(123456.789, "123456.789");
 	dbl(1e21, "1e+21");
 	dbl(1.5e-7, "1.5e-07");
-	dbl(5e-324, "4.94065645841247e-324");	/* subnormal: %.15g already reads back */
+	dbl(5e-324, "4.94065645841247e-324"); /* subnormal: %.15g already reads back */
 	dbl(1.7976931348623157e308, "1.7976931348623157e+308");
 	dbl(NAN, "null");
 	dbl(INFINITY, "null");

@@ -165,22 +165,25 @@ static void test_parse(void)
 	CHECK_INT(l.seq, 402268);
 	CHECK_INT(l.latency_ns, 39960);
 	CHECK_INT(ktracer_parse_line("rtla-9 [003] ..... 10.000001: #7     context user-ret "
-				     "timer_latency      5000 ns", &l),
+				     "timer_latency      5000 ns",
+				     &l),
 		  0);
 	CHECK_INT(l.context, KTRACER_CTX_USER_RET);
 	/* without the flags column; a task name with brackets of its own */
 	CHECK_INT(ktracer_parse_line("x-1 [002] 1.5: #2 context irq timer_latency 10 ns", &l), 0);
 	CHECK_INT(l.ts_ns, 1500000000LL);
 	CHECK_INT(ktracer_parse_line("we [1] rd-9 [001] d.h1. 2.000000: #3 context irq "
-				     "timer_latency 20 ns", &l),
+				     "timer_latency 20 ns",
+				     &l),
 		  0);
 	CHECK_INT(l.latency_ns, 20);
 
-	CHECK_INT(ktracer_parse_line("                   <...>-859     [000] ....    81.637220: "
-				     "1000000        190  99.98100       9     18      0   1007     "
-				     "18      1",
-				     &l),
-		  0);
+	CHECK_INT(
+		ktracer_parse_line("                   <...>-859     [000] ....    81.637220: "
+				   "1000000        190  99.98100       9     18      0   1007     "
+				   "18      1",
+				   &l),
+		0);
 	CHECK_INT(l.kind, KTRACER_OSNOISE);
 	CHECK_INT(l.runtime_ns, 1000000000LL);
 	CHECK_INT(l.noise_ns, 190000);
@@ -193,12 +196,14 @@ static void test_parse(void)
 
 	CHECK_INT(ktracer_parse_line("# tracer: timerlat", &l), -EINVAL);
 	CHECK_INT(ktracer_parse_line("      timerlat/7-1001    [007] ....1..   200.203446: "
-				     "<stack trace>", &l),
+				     "<stack trace>",
+				     &l),
 		  -EINVAL);
 	CHECK_INT(ktracer_parse_line(" => timerlat_irq", &l), -EINVAL);
 	CHECK_INT(ktracer_parse_line("CPU:1 [LOST 12 EVENTS]", &l), -EINVAL);
 	CHECK_INT(ktracer_parse_line("cc1-87882 [005] dNLh1.. 548.771082: irq_noise: "
-				     "local_timer:236 start 548.771077442 duration 7597 ns", &l),
+				     "local_timer:236 start 548.771077442 duration 7597 ns",
+				     &l),
 		  -EINVAL);
 	CHECK_INT(ktracer_parse_line("a-1 [000] .... 1.0: #1 context bogus timer_latency 5 ns", &l),
 		  -EINVAL);
@@ -228,7 +233,7 @@ static void test_refusals(void)
 	CHECK(strstr(o.reason, "no timerlat tracer") != NULL);
 
 	CHECK_STR(o.name, "timerlat"); /* what was asked, for the document */
-	o.choice = KTRACER_USER; /* a word not among the choices is refused when parsing */
+	o.choice = KTRACER_USER;       /* a word not among the choices is refused when parsing */
 	CHECK_INT(ktracer_opt_check(&o, KTRACER_TIMERLAT, NSEC_PER_MSEC, &c, &at, err, sizeof(err)),
 		  0);
 	CHECK(o.kt == NULL && !o.reason[0]);
@@ -249,7 +254,8 @@ static void test_refusals(void)
 				    sizeof(err)),
 		  -EINVAL);
 	CHECK_STR(at.option, "interval");
-	CHECK_INT(ktracer_opt_check(&o, KTRACER_TIMERLAT, 1500, &c, &at, err, sizeof(err)), -EINVAL);
+	CHECK_INT(ktracer_opt_check(&o, KTRACER_TIMERLAT, 1500, &c, &at, err, sizeof(err)),
+		  -EINVAL);
 	c.explain_set = true;
 	CHECK_INT(ktracer_opt_check(&o, KTRACER_TIMERLAT, NSEC_PER_MSEC, &c, &at, err, sizeof(err)),
 		  -EINVAL);

@@ -17,15 +17,16 @@ struct params {
 	int64_t count;
 	bool verbose;
 	const char *out;
-	int mode;          /* a choice */
+	int mode; /* a choice */
 	bool mode_set;
 	struct cpulist cpu; /* one CPU */
 	bool cpu_set;
 };
 
 enum mode { MODE_FAST, MODE_SLOW, MODE_OFF };
-static const char *const modes[] = { [MODE_FAST] = "fast", [MODE_SLOW] = "slow",
-				     [MODE_OFF] = "off", NULL };
+static const char *const modes[] = {
+	[MODE_FAST] = "fast", [MODE_SLOW] = "slow", [MODE_OFF] = "off", NULL
+};
 
 #define P(f) offsetof(struct params, f)
 
@@ -33,8 +34,14 @@ static const struct opt_desc table[] = {
 	OPT_DESC("limit", OPT_DURATION, 1, 3600 * NSEC_PER_SEC, "DUR", "the limit", P(limit_ns),
 		 P(limit_set)),
 	OPT_ALIAS("old-limit", "limit"),
-	{ .name = "hold", .type = OPT_DURATION, .min = 0, .max = INT32_MAX * NSEC_PER_USEC,
-	  .step = NSEC_PER_USEC, .metavar = "DUR", .help = "whole us", .offset = P(hold_ns),
+	{ .name = "hold",
+	  .type = OPT_DURATION,
+	  .min = 0,
+	  .max = INT32_MAX * NSEC_PER_USEC,
+	  .step = NSEC_PER_USEC,
+	  .metavar = "DUR",
+	  .help = "whole us",
+	  .offset = P(hold_ns),
 	  .set_offset = OPT_NO_SET },
 	OPT_DESC("count", OPT_INT, 1, 10, "N", "a count", P(count), OPT_NO_SET),
 	OPT_DESC("verbose", OPT_FLAG, 0, 0, NULL, "say more", P(verbose), OPT_NO_SET),
@@ -91,9 +98,10 @@ static void test_alias(void)
 	CHECK_INT(parse((const char *[]){ "--output", "x.json", NULL }), 0);
 	CHECK_STR(p.out, "x.json");
 	/* errors name the canonical option, whatever the spelling typed */
-	refused((const char *[]){ "--old-limit", "0", NULL }, "--limit: \"0\" is out of range (1ns..1h)",
-		"limit", "0");
-	refused((const char *[]){ "--old-limit", NULL }, "--limit needs a value (DUR)", "limit", NULL);
+	refused((const char *[]){ "--old-limit", "0", NULL },
+		"--limit: \"0\" is out of range (1ns..1h)", "limit", "0");
+	refused((const char *[]){ "--old-limit", NULL }, "--limit needs a value (DUR)", "limit",
+		NULL);
 	refused((const char *[]){ "--dangling", "1", NULL }, "unknown option \"--dangling\"", NULL,
 		"--dangling");
 }
@@ -106,10 +114,11 @@ static void test_refusals(void)
 		"count", "11");
 	refused((const char *[]){ "--count", "x", NULL }, "--count: \"x\" is not a whole number",
 		"count", "x");
-	refused((const char *[]){ "--verbose=yes", NULL }, "--verbose takes no value", "verbose", "yes");
+	refused((const char *[]){ "--verbose=yes", NULL }, "--verbose takes no value", "verbose",
+		"yes");
 	refused((const char *[]){ "--out", "", NULL }, "--out: empty value", "out", "");
-	refused((const char *[]){ "--nope=3", NULL }, "unknown option \"--nope\" (see --help)", NULL,
-		"--nope=3");
+	refused((const char *[]){ "--nope=3", NULL }, "unknown option \"--nope\" (see --help)",
+		NULL, "--nope=3");
 	refused((const char *[]){ "a", "b", "c", NULL }, "unexpected argument \"c\"", NULL, "c");
 }
 
@@ -125,9 +134,10 @@ static void test_choice(void)
 	CHECK_INT(p.mode, MODE_FAST);
 	refused((const char *[]){ "--mode", "quick", NULL },
 		"--mode: must be one of fast, slow, off; not 'quick'", "mode", "quick");
-	refused((const char *[]){ "--old-mode=", NULL }, "--mode: must be one of fast, slow, off; not ''",
-		"mode", "");
-	refused((const char *[]){ "--mode", "Fast", NULL }, "not 'Fast'", "mode", "Fast"); /* exact */
+	refused((const char *[]){ "--old-mode=", NULL },
+		"--mode: must be one of fast, slow, off; not ''", "mode", "");
+	refused((const char *[]){ "--mode", "Fast", NULL }, "not 'Fast'", "mode",
+		"Fast"); /* exact */
 	refused((const char *[]){ "--mode", "fast,slow", NULL }, "not 'fast,slow'", "mode",
 		"fast,slow");
 	refused((const char *[]){ "--mode", NULL }, "--mode needs a value (M)", "mode", NULL);
@@ -161,15 +171,18 @@ static void test_step(void)
 {
 	CHECK_INT(parse((const char *[]){ "--hold", "10us", NULL }), 0);
 	CHECK_INT(p.hold_ns, 10 * NSEC_PER_USEC);
-	CHECK_INT(parse((const char *[]){ "--hold", "0", NULL }), 0); /* a bare zero needs no unit */
+	CHECK_INT(parse((const char *[]){ "--hold", "0", NULL }),
+		  0); /* a bare zero needs no unit */
 	CHECK_INT(parse((const char *[]){ "--hold", "2ms", NULL }), 0);
 	CHECK_INT(p.hold_ns, 2 * NSEC_PER_MSEC);
 	CHECK_INT(parse((const char *[]){ "--hold", "2147483647us", NULL }), 0);
-	refused((const char *[]){ "--hold", "1500ns", NULL }, "--hold: \"1500ns\" is not a multiple of 1us",
-		"hold", "1500ns");
-	refused((const char *[]){ "--hold", "1.5us", NULL }, "is not a multiple of 1us", "hold", "1.5us");
+	refused((const char *[]){ "--hold", "1500ns", NULL },
+		"--hold: \"1500ns\" is not a multiple of 1us", "hold", "1500ns");
+	refused((const char *[]){ "--hold", "1.5us", NULL }, "is not a multiple of 1us", "hold",
+		"1.5us");
 	refused((const char *[]){ "--hold", "2147483648us", NULL },
-		"--hold: \"2147483648us\" is out of range (0ns..2147483647us)", "hold", "2147483648us");
+		"--hold: \"2147483648us\" is out of range (0ns..2147483647us)", "hold",
+		"2147483648us");
 	refused((const char *[]){ "--hold", "10", NULL }, "a duration needs a unit", "hold", "10");
 }
 
@@ -197,12 +210,17 @@ static void test_help_and_json(void)
 	jw_init(&w, s);
 	opts_json(&w, table);
 	fclose(s);
-	CHECK(strstr(mem, "{\"name\":\"limit\",\"type\":\"duration\",\"metavar\":\"DUR\",\"min_ns\":1,"
-			  "\"max_ns\":3600000000000,\"help\":\"the limit\",\"aliases\":[\"old-limit\"]}") != NULL);
+	CHECK(strstr(mem,
+		     "{\"name\":\"limit\",\"type\":\"duration\",\"metavar\":\"DUR\",\"min_ns\":1,"
+		     "\"max_ns\":3600000000000,\"help\":\"the limit\",\"aliases\":[\"old-limit\"]}") !=
+	      NULL);
 	CHECK(strstr(mem, "\"step_ns\":1000") != NULL);
-	CHECK(strstr(mem, "{\"name\":\"count\",\"type\":\"int\",\"metavar\":\"N\",\"min\":1,\"max\":10,") != NULL);
-	CHECK(strstr(mem, "{\"name\":\"verbose\",\"type\":\"flag\",\"metavar\":null,\"help\":\"say more\","
-			  "\"aliases\":[]}") != NULL);
+	CHECK(strstr(mem,
+		     "{\"name\":\"count\",\"type\":\"int\",\"metavar\":\"N\",\"min\":1,\"max\":10,") !=
+	      NULL);
+	CHECK(strstr(mem,
+		     "{\"name\":\"verbose\",\"type\":\"flag\",\"metavar\":null,\"help\":\"say more\","
+		     "\"aliases\":[]}") != NULL);
 	CHECK(strstr(mem, "\"aliases\":[\"output\"]") != NULL);
 	CHECK(strstr(mem, "\"name\":\"old-limit\"") == NULL); /* listed under their option only */
 	CHECK(strstr(mem, "{\"name\":\"mode\",\"type\":\"choice\",\"metavar\":\"M\","
@@ -216,9 +234,10 @@ static void test_help_and_json(void)
 	opts_fault_json(s, "--interval needs a value (\"DUR\")", &f);
 	opts_fault_json(s, "two \"options\"", NULL);
 	fclose(s);
-	CHECK_STR(mem, "{\"error\":\"--interval needs a value (\\\"DUR\\\")\",\"option\":\"interval\","
-		       "\"value\":null}\n"
-		       "{\"error\":\"two \\\"options\\\"\",\"option\":null,\"value\":null}\n");
+	CHECK_STR(mem,
+		  "{\"error\":\"--interval needs a value (\\\"DUR\\\")\",\"option\":\"interval\","
+		  "\"value\":null}\n"
+		  "{\"error\":\"two \\\"options\\\"\",\"option\":null,\"value\":null}\n");
 	free(mem);
 }
 

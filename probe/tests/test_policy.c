@@ -79,20 +79,32 @@ static void test_parse(void)
 	bad("other:x", "\"other:x\": nice must be -20..19");
 	bad("batch:20", "\"batch:20\": nice must be -20..19");
 	bad("idle:1", "\"idle:1\": idle takes no parameter");
-	bad("deadline", "\"deadline\": expected deadline:RUNTIME/DEADLINE/PERIOD (e.g. deadline:200us/1ms/1ms)");
-	bad("deadline:1ms/2ms", "\"deadline:1ms/2ms\": expected deadline:RUNTIME/DEADLINE/PERIOD (e.g. deadline:200us/1ms/1ms)");
-	bad("deadline:1ms//2ms", "\"deadline:1ms//2ms\": expected deadline:RUNTIME/DEADLINE/PERIOD (e.g. deadline:200us/1ms/1ms)");
-	bad("deadline:1ms/2ms/3ms/", "\"deadline:1ms/2ms/3ms/\": expected deadline:RUNTIME/DEADLINE/PERIOD (e.g. deadline:200us/1ms/1ms)");
-	bad("deadline:1ms/2ms/3ms/4ms", "\"deadline:1ms/2ms/3ms/4ms\": expected deadline:RUNTIME/DEADLINE/PERIOD (e.g. deadline:200us/1ms/1ms)");
+	bad("deadline",
+	    "\"deadline\": expected deadline:RUNTIME/DEADLINE/PERIOD (e.g. deadline:200us/1ms/1ms)");
+	bad("deadline:1ms/2ms",
+	    "\"deadline:1ms/2ms\": expected deadline:RUNTIME/DEADLINE/PERIOD (e.g. deadline:200us/1ms/1ms)");
+	bad("deadline:1ms//2ms",
+	    "\"deadline:1ms//2ms\": expected deadline:RUNTIME/DEADLINE/PERIOD (e.g. deadline:200us/1ms/1ms)");
+	bad("deadline:1ms/2ms/3ms/",
+	    "\"deadline:1ms/2ms/3ms/\": expected deadline:RUNTIME/DEADLINE/PERIOD (e.g. deadline:200us/1ms/1ms)");
+	bad("deadline:1ms/2ms/3ms/4ms",
+	    "\"deadline:1ms/2ms/3ms/4ms\": expected deadline:RUNTIME/DEADLINE/PERIOD (e.g. deadline:200us/1ms/1ms)");
 	bad("deadline:3ms/2ms/4ms", "\"deadline:3ms/2ms/4ms\": need runtime <= deadline <= period");
 	bad("deadline:1ms/5ms/4ms", "\"deadline:1ms/5ms/4ms\": need runtime <= deadline <= period");
-	bad("deadline:1000ns/1ms/1ms", "\"deadline:1000ns/1ms/1ms\": runtime must be at least 1024ns");
-	bad("deadline:1/2/3", "\"deadline:1/2/3\": runtime \"1\": a duration needs a unit (ns, us, ms, s, m, h, d)");
-	bad("deadline:1ms/2/3ms", "\"deadline:1ms/2/3ms\": deadline \"2\": a duration needs a unit (ns, us, ms, s, m, h, d)");
-	bad("deadline:1ms/2ms/3", "\"deadline:1ms/2ms/3\": period \"3\": a duration needs a unit (ns, us, ms, s, m, h, d)");
-	bad("", "\"\": unknown policy (other[:NICE], batch, idle, fifo:PRIO, rr:PRIO, deadline:RUNTIME/DEADLINE/PERIOD)");
-	bad("FIFO:10", "\"FIFO:10\": unknown policy (other[:NICE], batch, idle, fifo:PRIO, rr:PRIO, deadline:RUNTIME/DEADLINE/PERIOD)");
-	bad("fif:10", "\"fif:10\": unknown policy (other[:NICE], batch, idle, fifo:PRIO, rr:PRIO, deadline:RUNTIME/DEADLINE/PERIOD)");
+	bad("deadline:1000ns/1ms/1ms",
+	    "\"deadline:1000ns/1ms/1ms\": runtime must be at least 1024ns");
+	bad("deadline:1/2/3",
+	    "\"deadline:1/2/3\": runtime \"1\": a duration needs a unit (ns, us, ms, s, m, h, d)");
+	bad("deadline:1ms/2/3ms",
+	    "\"deadline:1ms/2/3ms\": deadline \"2\": a duration needs a unit (ns, us, ms, s, m, h, d)");
+	bad("deadline:1ms/2ms/3",
+	    "\"deadline:1ms/2ms/3\": period \"3\": a duration needs a unit (ns, us, ms, s, m, h, d)");
+	bad("",
+	    "\"\": unknown policy (other[:NICE], batch, idle, fifo:PRIO, rr:PRIO, deadline:RUNTIME/DEADLINE/PERIOD)");
+	bad("FIFO:10",
+	    "\"FIFO:10\": unknown policy (other[:NICE], batch, idle, fifo:PRIO, rr:PRIO, deadline:RUNTIME/DEADLINE/PERIOD)");
+	bad("fif:10",
+	    "\"fif:10\": unknown policy (other[:NICE], batch, idle, fifo:PRIO, rr:PRIO, deadline:RUNTIME/DEADLINE/PERIOD)");
 
 	CHECK_STR(policy_name(SCHED_OTHER), "other");
 	CHECK_STR(policy_name(SCHED_FIFO), "fifo");
@@ -111,8 +123,8 @@ static void *worker(void *arg)
 {
 	(void)arg;
 	worker_tid = gettid();
-	pthread_barrier_wait(&barrier);	/* tid published */
-	pthread_barrier_wait(&barrier);	/* main is done with us */
+	pthread_barrier_wait(&barrier); /* tid published */
+	pthread_barrier_wait(&barrier); /* main is done with us */
 	return NULL;
 }
 
@@ -259,9 +271,12 @@ static void test_denied(void)
 	close(fds[0]);
 	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	CHECK_INT(d.ret[0], -EPERM);
-	CHECK_STR(d.err[0], "SCHED_FIFO needs CAP_SYS_NICE or an RLIMIT_RTPRIO (Operation not permitted)");
+	CHECK_STR(d.err[0],
+		  "SCHED_FIFO needs CAP_SYS_NICE or an RLIMIT_RTPRIO (Operation not permitted)");
 	CHECK_INT(d.ret[1], -EPERM);
-	CHECK_STR(d.err[1], "other with nice -5 needs CAP_SYS_NICE or an RLIMIT_NICE (Operation not permitted)");
+	CHECK_STR(
+		d.err[1],
+		"other with nice -5 needs CAP_SYS_NICE or an RLIMIT_NICE (Operation not permitted)");
 	CHECK_INT(d.ret[2], -EPERM);
 	CHECK(strstr(d.err[2], "SCHED_DEADLINE needs CAP_SYS_NICE") == d.err[2]);
 	CHECK(strstr(d.err[2], DL_HINT) != NULL);

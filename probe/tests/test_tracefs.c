@@ -80,11 +80,12 @@ static void test_parse(void)
 	CHECK_INT(ev.next_pid, 5);
 	CHECK_INT(ev.next_prio, 100);
 
-	CHECK_INT(tracefs_parse_switch(
-			  "x-1 [000] d..2. 2.000000: sched_switch: prev_comm=x prev_pid=1 prev_prio=-1 "
-			  "prev_state=R ==> next_comm=y next_pid=2 next_prio=-1",
-			  &ev),
-		  0);
+	CHECK_INT(
+		tracefs_parse_switch(
+			"x-1 [000] d..2. 2.000000: sched_switch: prev_comm=x prev_pid=1 prev_prio=-1 "
+			"prev_state=R ==> next_comm=y next_pid=2 next_prio=-1",
+			&ev),
+		0);
 	CHECK(ev.prev_runnable);
 	CHECK_INT(ev.prev_prio, -1);
 	CHECK_INT(tracefs_parse_switch("# tracer: nop", &ev), -EINVAL);

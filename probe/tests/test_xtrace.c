@@ -15,7 +15,9 @@ static void test_parse(void)
 {
 	CHECK_INT(xtrace_parse("           sleep-32236   [001] d..2.  9044.561056: sched_switch: "
 			       "prev_comm=bash prev_pid=32236 prev_prio=120 prev_state=D ==> "
-			       "next_comm=swapper/1 next_pid=0 next_prio=120", &ev, &cpu, &mark), 0);
+			       "next_comm=swapper/1 next_pid=0 next_prio=120",
+			       &ev, &cpu, &mark),
+		  0);
 	CHECK_INT(ev.type, XE_SWITCH);
 	CHECK_INT(cpu, 1);
 	CHECK_INT(ev.ts_ns, 9044561056000LL);
@@ -26,9 +28,13 @@ static void test_parse(void)
 	CHECK_STR(ev.cur_comm, "sleep");
 
 	/* a comm with spaces and a dash */
-	CHECK_INT(xtrace_parse("  my task-x-77  [003] d..2.  1.000001: sched_switch: prev_comm=my task-x "
-			       "prev_pid=77 prev_prio=49 prev_state=R+ ==> next_comm=a b next_pid=5 "
-			       "next_prio=-1", &ev, &cpu, &mark), 0);
+	CHECK_INT(
+		xtrace_parse(
+			"  my task-x-77  [003] d..2.  1.000001: sched_switch: prev_comm=my task-x "
+			"prev_pid=77 prev_prio=49 prev_state=R+ ==> next_comm=a b next_pid=5 "
+			"next_prio=-1",
+			&ev, &cpu, &mark),
+		0);
 	CHECK_INT(ev.type, XE_SWITCH);
 	CHECK_STR(ev.name, "a b");
 	CHECK_INT(ev.num, -1);
@@ -36,53 +42,78 @@ static void test_parse(void)
 	CHECK_STR(ev.cur_comm, "my task-x");
 
 	CHECK_INT(xtrace_parse("          <idle>-0       [001] d.s4.  9044.561184: sched_waking: "
-			       "comm=bash pid=32236 prio=120 target_cpu=001", &ev, &cpu, &mark), 0);
+			       "comm=bash pid=32236 prio=120 target_cpu=001",
+			       &ev, &cpu, &mark),
+		  0);
 	CHECK_INT(ev.type, XE_WAKING);
 	CHECK_INT(ev.pid, 32236);
 	CHECK_INT(ev.cur_pid, 0);
 
-	CHECK_INT(xtrace_parse("          <idle>-0       [001] d.h1.  9044.561176: irq_handler_entry: "
-			       "irq=36 name=virtio1-req.0", &ev, &cpu, &mark), 0);
+	CHECK_INT(xtrace_parse(
+			  "          <idle>-0       [001] d.h1.  9044.561176: irq_handler_entry: "
+			  "irq=36 name=virtio1-req.0",
+			  &ev, &cpu, &mark),
+		  0);
 	CHECK_INT(ev.type, XE_IRQ_IN);
 	CHECK_INT(ev.num, 36);
 	CHECK_STR(ev.name, "virtio1-req.0");
-	CHECK_INT(xtrace_parse("          <idle>-0       [001] d.h1.  9044.561180: irq_handler_exit: "
-			       "irq=36 ret=handled", &ev, &cpu, &mark), 0);
+	CHECK_INT(
+		xtrace_parse("          <idle>-0       [001] d.h1.  9044.561180: irq_handler_exit: "
+			     "irq=36 ret=handled",
+			     &ev, &cpu, &mark),
+		0);
 	CHECK_INT(ev.type, XE_IRQ_OUT);
 
 	CHECK_INT(xtrace_parse("          <idle>-0       [001] ..s1.  9044.560042: softirq_entry: "
-			       "vec=7 [action=SCHED]", &ev, &cpu, &mark), 0);
+			       "vec=7 [action=SCHED]",
+			       &ev, &cpu, &mark),
+		  0);
 	CHECK_INT(ev.type, XE_SOFT_IN);
 	CHECK_INT(ev.num, 7);
 	CHECK_STR(ev.name, "SCHED");
 	CHECK_INT(xtrace_parse("          <idle>-0       [001] d.h1.  9044.560035: softirq_raise: "
-			       "vec=9 [action=RCU]", &ev, &cpu, &mark), 0);
+			       "vec=9 [action=RCU]",
+			       &ev, &cpu, &mark),
+		  0);
 	CHECK_INT(ev.type, XE_NONE);
 
-	CHECK_INT(xtrace_parse("          <idle>-0       [001] d.h1.  9044.560032: hrtimer_expire_entry: "
-			       "hrtimer=000000002fdcda96 function=tick_nohz_handler now=9044560031443",
-			       &ev, &cpu, &mark), 0);
+	CHECK_INT(
+		xtrace_parse(
+			"          <idle>-0       [001] d.h1.  9044.560032: hrtimer_expire_entry: "
+			"hrtimer=000000002fdcda96 function=tick_nohz_handler now=9044560031443",
+			&ev, &cpu, &mark),
+		0);
 	CHECK_INT(ev.type, XE_HRT_IN);
 	CHECK_STR(ev.name, "tick_nohz_handler");
 
-	CHECK_INT(xtrace_parse("          <idle>-0       [001] d.h1.  9044.560030: local_timer_entry: "
-			       "vector=236", &ev, &cpu, &mark), 0);
+	CHECK_INT(xtrace_parse(
+			  "          <idle>-0       [001] d.h1.  9044.560030: local_timer_entry: "
+			  "vector=236",
+			  &ev, &cpu, &mark),
+		  0);
 	CHECK_INT(ev.type, XE_VEC_IN);
 	CHECK_INT(ev.num, 236);
 	CHECK_STR(ev.name, "local_timer");
-	CHECK_INT(xtrace_parse("          <idle>-0       [001] d.h1.  9044.560042: local_timer_exit: "
-			       "vector=236", &ev, &cpu, &mark), 0);
+	CHECK_INT(
+		xtrace_parse("          <idle>-0       [001] d.h1.  9044.560042: local_timer_exit: "
+			     "vector=236",
+			     &ev, &cpu, &mark),
+		0);
 	CHECK_INT(ev.type, XE_VEC_OUT);
 
 	CHECK_INT(xtrace_parse("     kworker/1:1-88      [001] .....   100.000010: "
 			       "workqueue_execute_start: work struct 00000000c0ffee00: function "
-			       "vmstat_update", &ev, &cpu, &mark), 0);
+			       "vmstat_update",
+			       &ev, &cpu, &mark),
+		  0);
 	CHECK_INT(ev.type, XE_WORK_IN);
 	CHECK_STR(ev.name, "vmstat_update");
 
 	/* arm64: ipi_entry/ipi_exit print the reason in parentheses */
 	CHECK_INT(xtrace_parse("          <idle>-0       [002] d.h1.    55.123456: ipi_entry: "
-			       "(Rescheduling interrupts)", &ev, &cpu, &mark), 0);
+			       "(Rescheduling interrupts)",
+			       &ev, &cpu, &mark),
+		  0);
 	CHECK_INT(ev.type, XE_IPI_IN);
 	CHECK_STR(ev.name, "Rescheduling interrupts");
 	CHECK_INT(cpu, 2);
@@ -102,8 +133,10 @@ static void test_marker(void)
 	char buf[200], line[300];
 
 	xmark_format(&m, buf, sizeof(buf));
-	snprintf(line, sizeof(line), "     rtlab-probe-99      [001] .....   1000.000600: "
-		 "tracing_mark_write: %s", buf);
+	snprintf(line, sizeof(line),
+		 "     rtlab-probe-99      [001] .....   1000.000600: "
+		 "tracing_mark_write: %s",
+		 buf);
 	line[strlen(line) - 1] = '\0'; /* the newline is not part of a line */
 	CHECK_INT(xtrace_parse(line, &ev, &cpu, &mark), 0);
 	CHECK_INT(ev.type, XE_MARK);
@@ -123,7 +156,8 @@ static void push(struct xring *r, int64_t t_us, const char *line_fmt)
 	char line[400];
 	int64_t ts = 1000000000 + t_us; /* µs */
 
-	snprintf(line, sizeof(line), line_fmt, (long long)(ts / 1000000), (long long)(ts % 1000000));
+	snprintf(line, sizeof(line), line_fmt, (long long)(ts / 1000000),
+		 (long long)(ts % 1000000));
 	CHECK_INT(xtrace_parse(line, &ev, &cpu, &mark), 0);
 	xring_push(r, &ev);
 }
@@ -150,19 +184,23 @@ static void test_attribution(void)
 	int64_t sum = 0;
 
 	CHECK_INT(xring_init(&r, 64), 0);
-	push(&r, 0, "  hog-42 [001] d..2. %lld.%06lld: sched_switch: prev_comm=x prev_pid=9 "
-		    "prev_prio=120 prev_state=S ==> next_comm=hog next_pid=42 next_prio=49");
+	push(&r, 0,
+	     "  hog-42 [001] d..2. %lld.%06lld: sched_switch: prev_comm=x prev_pid=9 "
+	     "prev_prio=120 prev_state=S ==> next_comm=hog next_pid=42 next_prio=49");
 	push(&r, 105, "  hog-42 [001] d.h1. %lld.%06lld: local_timer_entry: vector=236");
-	push(&r, 106, "  hog-42 [001] d.h1. %lld.%06lld: hrtimer_expire_entry: hrtimer=0000 "
-		      "function=hrtimer_wakeup now=1");
-	push(&r, 107, "  hog-42 [001] d.h1. %lld.%06lld: sched_waking: comm=probe pid=500 prio=49 "
-		      "target_cpu=001");
+	push(&r, 106,
+	     "  hog-42 [001] d.h1. %lld.%06lld: hrtimer_expire_entry: hrtimer=0000 "
+	     "function=hrtimer_wakeup now=1");
+	push(&r, 107,
+	     "  hog-42 [001] d.h1. %lld.%06lld: sched_waking: comm=probe pid=500 prio=49 "
+	     "target_cpu=001");
 	push(&r, 107, "  hog-42 [001] d.h1. %lld.%06lld: hrtimer_expire_exit: hrtimer=0000");
 	push(&r, 107, "  hog-42 [001] d.h1. %lld.%06lld: local_timer_exit: vector=236");
 	push(&r, 200, "  hog-42 [001] d.h1. %lld.%06lld: irq_handler_entry: irq=45 name=eth0");
 	push(&r, 220, "  hog-42 [001] d.h1. %lld.%06lld: irq_handler_exit: irq=45 ret=handled");
-	push(&r, 440, "  hog-42 [001] d..2. %lld.%06lld: sched_switch: prev_comm=hog prev_pid=42 "
-		      "prev_prio=49 prev_state=S ==> next_comm=probe next_pid=500 next_prio=49");
+	push(&r, 440,
+	     "  hog-42 [001] d..2. %lld.%06lld: sched_switch: prev_comm=hog prev_pid=42 "
+	     "prev_prio=49 prev_state=S ==> next_comm=probe next_pid=500 next_prio=49");
 	xattr_explain(&r, &m, 1, 500, 0, 100000, x);
 	CHECK_INT(x->woken_ns, 7000);
 	CHECK_INT(x->switched_ns, 340000);
@@ -188,16 +226,19 @@ static void test_attribution(void)
 
 	/* The switch out of idle is not traced: the next line names the task. */
 	CHECK_INT(xring_init(&r, 64), 0);
-	push(&r, 0, "  probe-500 [001] d..2. %lld.%06lld: sched_switch: prev_comm=probe "
-		    "prev_pid=500 prev_prio=49 prev_state=S ==> next_comm=swapper/1 next_pid=0 "
-		    "next_prio=120");
+	push(&r, 0,
+	     "  probe-500 [001] d..2. %lld.%06lld: sched_switch: prev_comm=probe "
+	     "prev_pid=500 prev_prio=49 prev_state=S ==> next_comm=swapper/1 next_pid=0 "
+	     "next_prio=120");
 	push(&r, 600, "  <idle>-0 [001] d.h1. %lld.%06lld: local_timer_entry: vector=236");
-	push(&r, 601, "  <idle>-0 [001] d.h1. %lld.%06lld: sched_waking: comm=probe pid=500 "
-		      "prio=49 target_cpu=001");
+	push(&r, 601,
+	     "  <idle>-0 [001] d.h1. %lld.%06lld: sched_waking: comm=probe pid=500 "
+	     "prio=49 target_cpu=001");
 	push(&r, 602, "  <idle>-0 [001] d.h1. %lld.%06lld: local_timer_exit: vector=236");
-	push(&r, 610, "  kworker/1:1-88 [001] d..2. %lld.%06lld: sched_switch: prev_comm=kworker/1:1 "
-		      "prev_pid=88 prev_prio=120 prev_state=I ==> next_comm=probe next_pid=500 "
-		      "next_prio=49");
+	push(&r, 610,
+	     "  kworker/1:1-88 [001] d..2. %lld.%06lld: sched_switch: prev_comm=kworker/1:1 "
+	     "prev_pid=88 prev_prio=120 prev_state=I ==> next_comm=probe next_pid=500 "
+	     "next_prio=49");
 	m.lat_ns = 520000; /* activation at 100 µs: the wake-up at 620 µs */
 	xattr_explain(&r, &m, 1, 500, 0, 100000, x);
 	CHECK_INT(x->unexplained_idle_ns, 500000);
@@ -208,12 +249,15 @@ static void test_attribution(void)
 
 	/* A ring too small for the window: marked truncated, still summing up. */
 	CHECK_INT(xring_init(&r, 2), 0);
-	push(&r, 50, "  a-1 [001] d..2. %lld.%06lld: sched_switch: prev_comm=a prev_pid=1 "
-		     "prev_prio=120 prev_state=S ==> next_comm=b next_pid=2 next_prio=120");
-	push(&r, 60, "  b-2 [001] d..2. %lld.%06lld: sched_switch: prev_comm=b prev_pid=2 "
-		     "prev_prio=120 prev_state=S ==> next_comm=c next_pid=3 next_prio=120");
-	push(&r, 70, "  c-3 [001] d..2. %lld.%06lld: sched_switch: prev_comm=c prev_pid=3 "
-		     "prev_prio=120 prev_state=S ==> next_comm=d next_pid=4 next_prio=120");
+	push(&r, 50,
+	     "  a-1 [001] d..2. %lld.%06lld: sched_switch: prev_comm=a prev_pid=1 "
+	     "prev_prio=120 prev_state=S ==> next_comm=b next_pid=2 next_prio=120");
+	push(&r, 60,
+	     "  b-2 [001] d..2. %lld.%06lld: sched_switch: prev_comm=b prev_pid=2 "
+	     "prev_prio=120 prev_state=S ==> next_comm=c next_pid=3 next_prio=120");
+	push(&r, 70,
+	     "  c-3 [001] d..2. %lld.%06lld: sched_switch: prev_comm=c prev_pid=3 "
+	     "prev_prio=120 prev_state=S ==> next_comm=d next_pid=4 next_prio=120");
 	xattr_explain(&r, &m, 1, 500, 0, 100000, x);
 	CHECK(x->truncated);
 	sum = x->unexplained_ns;

@@ -25,7 +25,7 @@
 #define SCAN_NBINS (HIST_NBUCKETS + 1) /* index HIST_NBUCKETS: values >= 2^40 */
 #define SCAN_MAX_THREADS 64
 #define SCAN_MAX_SUBBINS (1 << 16) /* per cell */
-#define SCAN_RUNS 16 /* runs of consecutive buckets with cells, at most */
+#define SCAN_RUNS 16               /* runs of consecutive buckets with cells, at most */
 
 /* One array of samples; the layouts below are mirrored in _scan.py. */
 struct scan_seg {
@@ -36,10 +36,10 @@ struct scan_seg {
 
 struct scan_moments {
 	int64_t count;
-	int64_t min, max;   /* ns */
-	uint64_t sum[2];    /* two's-complement 128-bit sum, low limb first */
-	uint64_t sumsq[3];  /* unsigned 192-bit sum of squares, low limb first */
-	int64_t above;      /* samples > deadline */
+	int64_t min, max;  /* ns */
+	uint64_t sum[2];   /* two's-complement 128-bit sum, low limb first */
+	uint64_t sumsq[3]; /* unsigned 192-bit sum of squares, low limb first */
+	int64_t above;     /* samples > deadline */
 	uint64_t hist[SCAN_NBINS];
 };
 
@@ -51,10 +51,10 @@ struct scan_acc {
 };
 
 struct scan_cell {
-	int64_t lo, hi;     /* inclusive bounds, ns, inside one bucket */
-	int32_t bucket;     /* that bucket's index; cells come sorted by it, then lo */
-	int32_t shift;      /* a sub-bin is 2^shift ns wide */
-	uint64_t *counts;   /* ((hi - lo) >> shift) + 1 sub-bins, added to */
+	int64_t lo, hi;   /* inclusive bounds, ns, inside one bucket */
+	int32_t bucket;   /* that bucket's index; cells come sorted by it, then lo */
+	int32_t shift;    /* a sub-bin is 2^shift ns wide */
+	uint64_t *counts; /* ((hi - lo) >> shift) + 1 sub-bins, added to */
 };
 
 struct scan_refine_ctx {
@@ -76,18 +76,18 @@ struct scan_refine_ctx {
 struct scan_work {
 	const struct scan_seg *segs;
 	int nsegs;
-	int64_t block;       /* samples per block; pages are released after each */
-	int64_t *first;      /* per segment: its first block's number; [nsegs]: all */
-	int64_t *head;       /* per segment: samples before its first aligned block */
-	atomic_llong next;   /* the next block to take */
+	int64_t block;     /* samples per block; pages are released after each */
+	int64_t *first;    /* per segment: its first block's number; [nsegs]: all */
+	int64_t *head;     /* per segment: samples before its first aligned block */
+	atomic_llong next; /* the next block to take */
 };
 
 struct scan_part {
 	struct scan_work *work;
-	int64_t deadline;    /* ns */
+	int64_t deadline;     /* ns */
 	struct scan_acc *acc; /* NULL: no moments in this pass */
 	const struct scan_refine_ctx *ref;
-	uint64_t **counts;   /* this part's sub-bins, one array per cell */
+	uint64_t **counts; /* this part's sub-bins, one array per cell */
 };
 
 /*
@@ -101,7 +101,7 @@ struct scan_part {
 #define SCAN_VECTOR
 #endif
 
-#define SCAN_SUB 1024     /* samples per inner block (8 KiB, stays in L1) */
+#define SCAN_SUB 1024        /* samples per inner block (8 KiB, stays in L1) */
 #define SCAN_SMALL (1 << 26) /* |v| below: SCAN_SUB squares sum in uint64 */
 _Static_assert(UINT64_MAX / SCAN_SMALL / SCAN_SMALL >= SCAN_SUB, "squares overflow");
 
@@ -241,8 +241,7 @@ static inline uint64_t scan_le64(const uint8_t *b)
 
 /* bit i % 64 of hit[i / 64]: idx[i] is in one of the runs (n a multiple of 64) */
 SCAN_VECTOR
-static void scan_mark(const struct scan_refine_ctx *r, const uint16_t *idx, int n,
-		      uint64_t *hit)
+static void scan_mark(const struct scan_refine_ctx *r, const uint16_t *idx, int n, uint64_t *hit)
 {
 	uint8_t in[SCAN_SUB];
 	uint64_t word;
@@ -259,14 +258,14 @@ static void scan_mark(const struct scan_refine_ctx *r, const uint16_t *idx, int 
 		word = 0;
 		/* eight 0/1 bytes to eight bits: the multiply gathers them in the top byte */
 		for (j = 0; j < 8; j++)
-			word |= (scan_le64(in + 64 * i + 8 * j) * 0x0102040810204080ull) >> 56
-				<< (8 * j);
+			word |= (scan_le64(in + 64 * i + 8 * j) * 0x0102040810204080ull) >>
+				56 << (8 * j);
 		hit[i] = word;
 	}
 }
 
-static void scan_sub_cells(const struct scan_refine_ctx *r, uint64_t **counts,
-			   const int64_t *p, uint16_t *idx, int k)
+static void scan_sub_cells(const struct scan_refine_ctx *r, uint64_t **counts, const int64_t *p,
+			   uint16_t *idx, int k)
 {
 	uint64_t hit[SCAN_SUB / 64], w;
 	int i, b, c, n = (k + 63) & ~63;
@@ -280,11 +279,13 @@ static void scan_sub_cells(const struct scan_refine_ctx *r, uint64_t **counts,
 			int64_t x = p[at];
 
 			b = idx[at];
-			for (c = r->first[b]; c >= 0 && c < r->ncells && r->cells[c].bucket == b; c++) {
+			for (c = r->first[b]; c >= 0 && c < r->ncells && r->cells[c].bucket == b;
+			     c++) {
 				const struct scan_cell *cell = &r->cells[c];
 
 				if (x >= cell->lo && x <= cell->hi) {
-					counts[c][((uint64_t)x - (uint64_t)cell->lo) >> cell->shift]++;
+					counts[c]
+					      [((uint64_t)x - (uint64_t)cell->lo) >> cell->shift]++;
 					break;
 				}
 			}
@@ -468,8 +469,8 @@ static void scan_runs_add(struct scan_refine_ctx *r, uint16_t b)
 			if (r->run_start[j] - r->run_start[j - 1] <
 			    r->run_start[best] - r->run_start[best - 1])
 				best = j;
-		r->run_span[best - 1] = (uint16_t)(r->run_start[best] + r->run_span[best] -
-						   r->run_start[best - 1]);
+		r->run_span[best - 1] =
+			(uint16_t)(r->run_start[best] + r->run_span[best] - r->run_start[best - 1]);
 		for (j = best; j + 1 < SCAN_RUNS; j++) {
 			r->run_start[j] = r->run_start[j + 1];
 			r->run_span[j] = r->run_span[j + 1];
@@ -480,8 +481,7 @@ static void scan_runs_add(struct scan_refine_ctx *r, uint16_t b)
 	r->run_span[r->nruns++] = 0;
 }
 
-static int scan_cells_check(const struct scan_cell *cells, int ncells,
-			    struct scan_refine_ctx *r)
+static int scan_cells_check(const struct scan_cell *cells, int ncells, struct scan_refine_ctx *r)
 {
 	int i;
 
@@ -495,8 +495,8 @@ static int scan_cells_check(const struct scan_cell *cells, int ncells,
 	for (i = 0; i < ncells; i++) {
 		const struct scan_cell *c = &cells[i];
 
-		if (c->bucket < 0 || c->bucket >= SCAN_NBINS || c->lo > c->hi ||
-		    c->shift < 0 || c->shift > 63 || !c->counts ||
+		if (c->bucket < 0 || c->bucket >= SCAN_NBINS || c->lo > c->hi || c->shift < 0 ||
+		    c->shift > 63 || !c->counts ||
 		    (((uint64_t)c->hi - (uint64_t)c->lo) >> c->shift) >= SCAN_MAX_SUBBINS)
 			return -EINVAL;
 		if (i && (c->bucket < cells[i - 1].bucket ||
@@ -521,9 +521,8 @@ static size_t scan_cell_bins(const struct scan_cell *c)
  * sorted by bucket then lo and disjoint: the samples of each counted into its
  * sub-bins (added to). 0 or -errno.
  */
-int scan_pass(const struct scan_seg *segs, int nsegs, int64_t block, int threads,
-	      int64_t deadline, struct scan_moments *mom, const struct scan_cell *cells,
-	      int ncells)
+int scan_pass(const struct scan_seg *segs, int nsegs, int64_t block, int threads, int64_t deadline,
+	      struct scan_moments *mom, const struct scan_cell *cells, int ncells)
 {
 	struct scan_part parts[SCAN_MAX_THREADS];
 	struct scan_work work;

@@ -30,8 +30,7 @@ int comp_setup(const struct companion *c, struct comp_report *r)
 				 c->name, c->cpu, strerror(errno));
 		}
 	}
-	if (!rc && (rc = policy_apply(&c->spec, 0, in->why, sizeof(in->why))) &&
-	    c->may_fall_back) {
+	if (!rc && (rc = policy_apply(&c->spec, 0, in->why, sizeof(in->why))) && c->may_fall_back) {
 		in->policy_fallback = true; /* --allow-fallback let the meter fall back too */
 		rc = 0;
 	}
@@ -63,7 +62,8 @@ int comp_spawn(struct companion *c, const struct policy_spec *own, char *err, si
 		return rc;
 	snprintf(name, sizeof(name), "rtlab:%s", c->name);
 	if (c->process) {
-		pid_t pid = load_fork_child(); /* same group; dies with this thread, even on SIGKILL */
+		pid_t pid =
+			load_fork_child(); /* same group; dies with this thread, even on SIGKILL */
 
 		if (pid == 0) {
 			(void)prctl(PR_SET_NAME, name);

@@ -26,27 +26,27 @@ struct comp_info {
 	pid_t tid;                 /* the companion, as it really runs */
 	struct policy_spec policy; /* read back */
 	bool policy_fallback;
-	char why[200];             /* why it refused, or fell back */
+	char why[200]; /* why it refused, or fell back */
 };
 
 /* Written by the companion; MAP_SHARED when it is a process. */
 struct comp_report {
-	_Atomic int ready;         /* 0 starting, 1 ready, -errno refused */
+	_Atomic int ready; /* 0 starting, 1 ready, -errno refused */
 	struct comp_info info;
 };
 
 struct companion {
-	const char *name;          /* "stimulus", "producer": its task name and reasons */
-	void (*run)(void *arg);    /* its body: comp_setup() first */
+	const char *name;       /* "stimulus", "producer": its task name and reasons */
+	void (*run)(void *arg); /* its body: comp_setup() first */
 	void *arg;
-	bool process;              /* forked, else a thread */
-	int cpu;                   /* -1: unpinned */
-	struct policy_spec spec;   /* to apply */
-	bool may_fall_back;        /* --allow-fallback: a refused policy is not an error */
+	bool process;            /* forked, else a thread */
+	int cpu;                 /* -1: unpinned */
+	struct policy_spec spec; /* to apply */
+	bool may_fall_back;      /* --allow-fallback: a refused policy is not an error */
 	/* Set by comp_spawn(). */
 	pthread_t pth;
-	bool thread;               /* pth to join */
-	pid_t pid;                 /* the process, 0: none */
+	bool thread; /* pth to join */
+	pid_t pid;   /* the process, 0: none */
 };
 
 /* In the companion: pin, apply the policy, read it back, prefault the stack, then

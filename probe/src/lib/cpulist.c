@@ -154,8 +154,8 @@ int cpulist_online(const char *root, struct cpulist *out)
 	return cpulist_parse(line, out, err, sizeof(err));
 }
 
-int cpulist_check_subset(const struct cpulist *l, const struct cpulist *online,
-			 char *err, size_t errlen)
+int cpulist_check_subset(const struct cpulist *l, const struct cpulist *online, char *err,
+			 size_t errlen)
 {
 	char avail[256];
 	int i, j = 0;
@@ -166,7 +166,8 @@ int cpulist_check_subset(const struct cpulist *l, const struct cpulist *online,
 			j++;
 		if (j == online->n || online->cpu[j] != l->cpu[i]) {
 			cpulist_format(online, avail, sizeof(avail));
-			snprintf(err, errlen, "cpu %d is not online (online: %s)", l->cpu[i], avail);
+			snprintf(err, errlen, "cpu %d is not online (online: %s)", l->cpu[i],
+				 avail);
 			return -EINVAL;
 		}
 	}

@@ -8,7 +8,7 @@
 #define CPULIST_MAX 1024
 
 struct cpulist {
-	int n;              /* number of CPUs listed, in ascending order, no duplicates */
+	int n; /* number of CPUs listed, in ascending order, no duplicates */
 	int cpu[CPULIST_MAX];
 };
 
@@ -23,8 +23,8 @@ int cpulist_parse(const char *s, struct cpulist *out, char *err, size_t errlen);
 int cpulist_online(const char *root, struct cpulist *out);
 
 /* Every CPU of L is in ONLINE; otherwise -EINVAL naming the first one missing. */
-int cpulist_check_subset(const struct cpulist *l, const struct cpulist *online,
-			 char *err, size_t errlen);
+int cpulist_check_subset(const struct cpulist *l, const struct cpulist *online, char *err,
+			 size_t errlen);
 
 void cpulist_to_set(const struct cpulist *l, cpu_set_t *set);
 

@@ -20,7 +20,7 @@
 #define RING_EVENTS_FEW_CPUS (1u << 15) /* recent events kept per traced CPU */
 #define RING_EVENTS_MANY_CPUS (1u << 12)
 #define MANY_CPUS 16
-#define TRACE_KB_TRACED 4096             /* kernel buffer of a traced CPU */
+#define TRACE_KB_TRACED 4096 /* kernel buffer of a traced CPU */
 #define TRACE_KB_OTHER 16
 #define READ_PERIOD_NS (10 * NSEC_PER_MSEC)
 #define LOOKBACK_MIN_NS (50 * NSEC_PER_USEC)
@@ -28,13 +28,22 @@
 
 /* sched_switch is required; the rest are taken where the kernel has them. */
 static const char *const wanted[][2] = {
-	{ "sched", "sched_switch" }, { "sched", "sched_wakeup" }, { "sched", "sched_waking" },
-	{ "sched", "sched_migrate_task" }, { "irq", "irq_handler_entry" },
-	{ "irq", "irq_handler_exit" }, { "irq", "softirq_entry" }, { "irq", "softirq_exit" },
-	{ "irq", "softirq_raise" }, { "timer", "hrtimer_start" },
-	{ "timer", "hrtimer_expire_entry" }, { "timer", "hrtimer_expire_exit" },
-	{ "workqueue", "workqueue_execute_start" }, { "workqueue", "workqueue_execute_end" },
-	{ "ipi", NULL }, { "irq_vectors", NULL }, /* every *_entry/_exit (and ipi_*) present */
+	{ "sched", "sched_switch" },
+	{ "sched", "sched_wakeup" },
+	{ "sched", "sched_waking" },
+	{ "sched", "sched_migrate_task" },
+	{ "irq", "irq_handler_entry" },
+	{ "irq", "irq_handler_exit" },
+	{ "irq", "softirq_entry" },
+	{ "irq", "softirq_exit" },
+	{ "irq", "softirq_raise" },
+	{ "timer", "hrtimer_start" },
+	{ "timer", "hrtimer_expire_entry" },
+	{ "timer", "hrtimer_expire_exit" },
+	{ "workqueue", "workqueue_execute_start" },
+	{ "workqueue", "workqueue_execute_end" },
+	{ "ipi", NULL },
+	{ "irq_vectors", NULL }, /* every *_entry/_exit (and ipi_*) present */
 };
 
 static void list_add(char *list, const char *sys, const char *ev)
@@ -69,8 +78,8 @@ static void enable_system(struct explain *x, const char *sys)
 		bool entry_exit = (n > 6 && !strcmp(e->d_name + n - 6, "_entry")) ||
 				  (n > 5 && !strcmp(e->d_name + n - 5, "_exit"));
 
-		if (e->d_name[0] != '.' && strcmp(e->d_name, "enable") && strcmp(e->d_name, "filter") &&
-		    (entry_exit || !strcmp(sys, "ipi")))
+		if (e->d_name[0] != '.' && strcmp(e->d_name, "enable") &&
+		    strcmp(e->d_name, "filter") && (entry_exit || !strcmp(sys, "ipi")))
 			(void)enable(x, sys, e->d_name);
 	}
 	(void)closedir(d);
@@ -90,7 +99,8 @@ static int set_cpumask(struct explain *x)
 			top = x->cpus[i].cpu / 32;
 	}
 	for (int w = top; w >= 0; w--)
-		n += (size_t)snprintf(mask + n, sizeof(mask) - n, w == top ? "%x" : ",%08x", word[w]);
+		n += (size_t)snprintf(mask + n, sizeof(mask) - n, w == top ? "%x" : ",%08x",
+				      word[w]);
 	return tracefs_write(&x->inst, "tracing_cpumask", mask);
 }
 
@@ -131,9 +141,11 @@ static void on_marker(struct explain *x, struct xcpu *c, const struct xev *ev, c
 		return;
 	/* trace clock - CLOCK_MONOTONIC: 0 for "mono", else from the marker's own time */
 	offset = x->clock_mono ? 0 : ev->ts_ns - m.write_ns;
-	lookback = m.lat_ns < LOOKBACK_MIN_NS ? LOOKBACK_MIN_NS
-		   : m.lat_ns > LOOKBACK_MAX_NS ? LOOKBACK_MAX_NS : m.lat_ns;
-	xattr_explain(&c->ring, &m, c->cpu, x->threads[m.thread].tid, offset, lookback, &x->scratch);
+	lookback = m.lat_ns < LOOKBACK_MIN_NS   ? LOOKBACK_MIN_NS
+		   : m.lat_ns > LOOKBACK_MAX_NS ? LOOKBACK_MAX_NS
+						: m.lat_ns;
+	xattr_explain(&c->ring, &m, c->cpu, x->threads[m.thread].tid, offset, lookback,
+		      &x->scratch);
 	keep(x, &x->scratch);
 }
 
@@ -167,7 +179,8 @@ static void drain(struct explain *x, struct xcpu *c)
 			return;
 		c->len += (size_t)n;
 		c->buf[c->len] = '\0';
-		for (p = c->buf; (nl = memchr(p, '\n', c->len - (size_t)(p - c->buf))); p = nl + 1) {
+		for (p = c->buf; (nl = memchr(p, '\n', c->len - (size_t)(p - c->buf)));
+		     p = nl + 1) {
 			*nl = '\0';
 			on_line(x, c, p);
 		}
@@ -233,7 +246,8 @@ static int open_trace(struct explain *x, const struct run *r)
 	if ((rc = tracefs_open(&x->fs, true, x->reason, sizeof(x->reason))))
 		return rc;
 	(void)tracefs_remove_stale(&x->fs, &removed);
-	if ((rc = tracefs_instance_create(&x->fs, getpid(), &x->inst, x->reason, sizeof(x->reason))))
+	if ((rc = tracefs_instance_create(&x->fs, getpid(), &x->inst, x->reason,
+					  sizeof(x->reason))))
 		return rc;
 	snprintf(x->instance, sizeof(x->instance), "%s", strrchr(x->inst.path, '/') + 1);
 	x->clock_mono = !tracefs_write(&x->inst, "trace_clock", "mono");
@@ -251,7 +265,8 @@ static int open_trace(struct explain *x, const struct run *r)
 			return fail_setup(x, rc, "the kernel has no sched:sched_switch event");
 	}
 	for (int i = 0; i < x->ncpus; i++) {
-		snprintf(path, sizeof(path), "%s/per_cpu/cpu%d/trace_pipe", x->inst.path, x->cpus[i].cpu);
+		snprintf(path, sizeof(path), "%s/per_cpu/cpu%d/trace_pipe", x->inst.path,
+			 x->cpus[i].cpu);
 		if ((x->cpus[i].fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
 			return fail_setup(x, -errno, "cannot open a per-CPU trace_pipe");
 	}

@@ -143,8 +143,11 @@ static int by_latency(const void *a, const void *b)
 {
 	const struct xspike *x = a, *y = b;
 
-	return x->m.lat_ns < y->m.lat_ns ? 1 : x->m.lat_ns > y->m.lat_ns ? -1
-	       : x->m.cycle > y->m.cycle ? 1 : x->m.cycle < y->m.cycle ? -1 : 0;
+	return x->m.lat_ns < y->m.lat_ns   ? 1
+	       : x->m.lat_ns > y->m.lat_ns ? -1
+	       : x->m.cycle > y->m.cycle   ? 1
+	       : x->m.cycle < y->m.cycle   ? -1
+					   : 0;
 }
 
 void explain_spikes_json(struct jw *w, const struct run *r)
@@ -162,10 +165,11 @@ void explain_spikes_json(struct jw *w, const struct run *r)
 
 static void cmd_usage(FILE *f)
 {
-	fprintf(f, "usage: rtlab-probe explain --cleanup\n\n"
-		   "Remove the tracefs instances (instances/rtlab-PID) that runs killed before they\n"
-		   "could remove their own (e.g. by SIGKILL). Instances of live processes and every\n"
-		   "other instance are left alone. Meters take --explain THRESH to explain spikes.\n");
+	fprintf(f,
+		"usage: rtlab-probe explain --cleanup\n\n"
+		"Remove the tracefs instances (instances/rtlab-PID) that runs killed before they\n"
+		"could remove their own (e.g. by SIGKILL). Instances of live processes and every\n"
+		"other instance are left alone. Meters take --explain THRESH to explain spikes.\n");
 }
 
 int explain_cmd(int argc, char **argv)

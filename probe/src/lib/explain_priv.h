@@ -22,7 +22,7 @@ struct xcpu {
 };
 
 struct explain_thread { /* written by its measuring thread only */
-	int64_t *top;       /* latencies marked, the largest max_spikes */
+	int64_t *top;   /* latencies marked, the largest max_spikes */
 	int ntop;
 	uint64_t marked, failed;
 };
@@ -34,7 +34,7 @@ struct explain {
 	char reason[300];
 	struct tracefs fs;
 	struct tracefs_instance inst;
-	char instance[64];    /* its name, kept after removal */
+	char instance[64]; /* its name, kept after removal */
 	char clock[16];
 	bool clock_mono;
 	int marker_fd;

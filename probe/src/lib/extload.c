@@ -98,9 +98,9 @@ int extload_run_sync(char *const argv[], int64_t timeout_ns)
 	return rc;
 }
 
-static pid_t guard_parent;                 /* the probe */
+static pid_t guard_parent;                   /* the probe */
 static volatile sig_atomic_t guard_stopping; /* SIGTERM received */
-static char guard_dir[4096];              /* private temporary directory, or "" */
+static char guard_dir[4096];                 /* private temporary directory, or "" */
 
 static void guard_signal(int sig)
 {
@@ -151,7 +151,8 @@ const char *extload_private_dir(const char *tool)
 {
 	const char *tmp = getenv("TMPDIR");
 
-	snprintf(guard_dir, sizeof(guard_dir), "%s/rtlab-%s.XXXXXX", tmp && *tmp ? tmp : "/tmp", tool);
+	snprintf(guard_dir, sizeof(guard_dir), "%s/rtlab-%s.XXXXXX", tmp && *tmp ? tmp : "/tmp",
+		 tool);
 	if (!mkdtemp(guard_dir))
 		guard_dir[0] = '\0';
 	return guard_dir[0] ? guard_dir : NULL;

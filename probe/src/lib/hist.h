@@ -11,9 +11,9 @@
 #include <stdint.h>
 
 #define HIST_SUB_BITS 8
-#define HIST_SUB_COUNT (1 << HIST_SUB_BITS)          /* 256 exact buckets */
-#define HIST_HALF (HIST_SUB_COUNT / 2)               /* 128 buckets per octave */
-#define HIST_MAX_EXP 40                              /* values < 2^40 ns binned */
+#define HIST_SUB_COUNT (1 << HIST_SUB_BITS) /* 256 exact buckets */
+#define HIST_HALF (HIST_SUB_COUNT / 2)      /* 128 buckets per octave */
+#define HIST_MAX_EXP 40                     /* values < 2^40 ns binned */
 #define HIST_NBUCKETS (HIST_SUB_COUNT + (HIST_MAX_EXP - HIST_SUB_BITS) * HIST_HALF)
 
 struct hist {
@@ -31,7 +31,7 @@ static inline int hist_index(int64_t v)
 		return -1;
 	int e = 63 - __builtin_clzll((unsigned long long)v); /* >= HIST_SUB_BITS */
 	int shift = e - (HIST_SUB_BITS - 1);
-	int sub = (int)(v >> shift);                         /* HIST_HALF..HIST_SUB_COUNT-1 */
+	int sub = (int)(v >> shift); /* HIST_HALF..HIST_SUB_COUNT-1 */
 	return HIST_SUB_COUNT + (e - HIST_SUB_BITS) * HIST_HALF + (sub - HIST_HALF);
 }
 

@@ -51,10 +51,22 @@ static void jw_close(struct jw *w, char c)
 	fputc(c, w->f);
 }
 
-void jw_obj_begin(struct jw *w) { jw_open(w, '{'); }
-void jw_obj_end(struct jw *w) { jw_close(w, '}'); }
-void jw_arr_begin(struct jw *w) { jw_open(w, '['); }
-void jw_arr_end(struct jw *w) { jw_close(w, ']'); }
+void jw_obj_begin(struct jw *w)
+{
+	jw_open(w, '{');
+}
+void jw_obj_end(struct jw *w)
+{
+	jw_close(w, '}');
+}
+void jw_arr_begin(struct jw *w)
+{
+	jw_open(w, '[');
+}
+void jw_arr_end(struct jw *w)
+{
+	jw_close(w, ']');
+}
 
 void jw_key(struct jw *w, const char *key)
 {
@@ -117,11 +129,31 @@ void jw_null(struct jw *w)
 	fputs("null", w->f);
 }
 
-void jw_kstr(struct jw *w, const char *key, const char *s) { jw_key(w, key); jw_str(w, s); }
-void jw_kint(struct jw *w, const char *key, int64_t v) { jw_key(w, key); jw_int(w, v); }
-void jw_kuint(struct jw *w, const char *key, uint64_t v) { jw_key(w, key); jw_uint(w, v); }
-void jw_kdouble(struct jw *w, const char *key, double v) { jw_key(w, key); jw_double(w, v); }
-void jw_kbool(struct jw *w, const char *key, bool v) { jw_key(w, key); jw_bool(w, v); }
+void jw_kstr(struct jw *w, const char *key, const char *s)
+{
+	jw_key(w, key);
+	jw_str(w, s);
+}
+void jw_kint(struct jw *w, const char *key, int64_t v)
+{
+	jw_key(w, key);
+	jw_int(w, v);
+}
+void jw_kuint(struct jw *w, const char *key, uint64_t v)
+{
+	jw_key(w, key);
+	jw_uint(w, v);
+}
+void jw_kdouble(struct jw *w, const char *key, double v)
+{
+	jw_key(w, key);
+	jw_double(w, v);
+}
+void jw_kbool(struct jw *w, const char *key, bool v)
+{
+	jw_key(w, key);
+	jw_bool(w, v);
+}
 
 /*
  * Length of the valid UTF-8 sequence starting at S (2..4), or 0 if S[0] does
@@ -183,13 +215,27 @@ void jw_write_escaped(FILE *f, const char *str)
 			continue;
 		}
 		switch (c) {
-		case '"': esc = "\\\""; break;
-		case '\\': esc = "\\\\"; break;
-		case '\n': esc = "\\n"; break;
-		case '\t': esc = "\\t"; break;
-		case '\r': esc = "\\r"; break;
-		case '\b': esc = "\\b"; break;
-		case '\f': esc = "\\f"; break;
+		case '"':
+			esc = "\\\"";
+			break;
+		case '\\':
+			esc = "\\\\";
+			break;
+		case '\n':
+			esc = "\\n";
+			break;
+		case '\t':
+			esc = "\\t";
+			break;
+		case '\r':
+			esc = "\\r";
+			break;
+		case '\b':
+			esc = "\\b";
+			break;
+		case '\f':
+			esc = "\\f";
+			break;
 		default:
 			if (c >= 0x80) {
 				esc = "\\ufffd";

@@ -28,13 +28,15 @@
 #define TIMERLAT_PERIOD_MIN_US 100
 #define TIMERLAT_PERIOD_MAX_US 1000000
 #define OSNOISE_DEFAULT_THRESHOLD_NS (5 * NSEC_PER_USEC) /* tracing_thresh 0 */
-#define BUFFER_KB_IDLE 16      /* CPUs the tracer does not run on record nothing */
-#define BUFFER_KB_TRACED 2048  /* ~30 s of timerlat at 100 us if the reader stalls */
+#define BUFFER_KB_IDLE 16     /* CPUs the tracer does not run on record nothing */
+#define BUFFER_KB_TRACED 2048 /* ~30 s of timerlat at 100 us if the reader stalls */
 
-const char *const ktracer_timerlat_words[] = { [KTRACER_USER] = "user",
-					       [KTRACER_KERNEL] = "timerlat", NULL };
-const char *const ktracer_osnoise_words[] = { [KTRACER_USER] = "user",
-					      [KTRACER_KERNEL] = "osnoise", NULL };
+const char *const ktracer_timerlat_words[] = {
+	[KTRACER_USER] = "user", [KTRACER_KERNEL] = "timerlat", NULL
+};
+const char *const ktracer_osnoise_words[] = {
+	[KTRACER_USER] = "user", [KTRACER_KERNEL] = "osnoise", NULL
+};
 
 const char *ktracer_name(enum ktracer_kind kind)
 {
@@ -96,7 +98,8 @@ static int busy_check(const struct ktracer *kt, char *err, size_t errlen)
 	int rc = 0;
 
 	if (runs_osnoise(kt, "current_tracer")) {
-		snprintf(err, errlen, "the top level of tracefs runs the osnoise or timerlat tracer, "
+		snprintf(err, errlen,
+			 "the top level of tracefs runs the osnoise or timerlat tracer, "
 			 "whose osnoise/ settings are shared: stop it first (busy)");
 		return -EBUSY;
 	}
@@ -108,8 +111,10 @@ static int busy_check(const struct ktracer *kt, char *err, size_t errlen)
 			continue;
 		snprintf(file, sizeof(file), "instances/%.255s/current_tracer", e->d_name);
 		if (runs_osnoise(kt, file)) {
-			snprintf(err, errlen, "instances/%.60s runs the osnoise or timerlat tracer, whose "
-				 "osnoise/ settings are shared: stop it first (busy)", e->d_name);
+			snprintf(err, errlen,
+				 "instances/%.60s runs the osnoise or timerlat tracer, whose "
+				 "osnoise/ settings are shared: stop it first (busy)",
+				 e->d_name);
 			rc = -EBUSY;
 		}
 	}
@@ -155,18 +160,24 @@ int ktracer_opt_check(struct ktracer_opt *o, enum ktracer_kind kind, int64_t per
 	at->option = "tracer";
 	at->value = name;
 	if (!c->cpus_set) {
-		snprintf(err, errlen, "--tracer %s needs --cpus: the kernel traces CPUs, one "
-			 "thread entry each", name);
+		snprintf(err, errlen,
+			 "--tracer %s needs --cpus: the kernel traces CPUs, one "
+			 "thread entry each",
+			 name);
 		return -EINVAL;
 	}
 	if (c->explain_set) {
-		snprintf(err, errlen, "--tracer %s and --explain exclude each other (one tracefs "
-			 "instance per run)", name);
+		snprintf(err, errlen,
+			 "--tracer %s and --explain exclude each other (one tracefs "
+			 "instance per run)",
+			 name);
 		return -EINVAL;
 	}
 	if (c->policy.policy == SCHED_DEADLINE) {
-		snprintf(err, errlen, "--tracer %s: the kernel's %s threads take other, batch, idle, "
-			 "fifo or rr, not deadline", name, name);
+		snprintf(err, errlen,
+			 "--tracer %s: the kernel's %s threads take other, batch, idle, "
+			 "fifo or rr, not deadline",
+			 name, name);
 		at->option = "policy";
 		at->value = NULL;
 		return -EINVAL;
@@ -174,7 +185,8 @@ int ktracer_opt_check(struct ktracer_opt *o, enum ktracer_kind kind, int64_t per
 	if (kind == KTRACER_TIMERLAT &&
 	    (period_ns % NSEC_PER_USEC || period_ns < TIMERLAT_PERIOD_MIN_US * NSEC_PER_USEC ||
 	     period_ns > TIMERLAT_PERIOD_MAX_US * NSEC_PER_USEC)) {
-		snprintf(err, errlen, "--interval: timerlat's period is a whole number of us from "
+		snprintf(err, errlen,
+			 "--interval: timerlat's period is a whole number of us from "
 			 "100us to 1s");
 		at->option = "interval";
 		at->value = NULL;
@@ -255,8 +267,8 @@ static int knob_write(struct ktracer *kt, struct ktracer_knob *k, char *err, siz
 	int rc = tracefs_write(&kt->root, k->file, k->set);
 
 	if (rc) {
-		snprintf(err, errlen, "cannot write %.60s to %s/%s (%s)", k->set, kt->fs.root, k->file,
-			 strerror(-rc));
+		snprintf(err, errlen, "cannot write %.60s to %s/%s (%s)", k->set, kt->fs.root,
+			 k->file, strerror(-rc));
 		return rc;
 	}
 	kt->nknobs++; /* written: ours to put back */
@@ -287,8 +299,8 @@ static int knob_set(struct ktracer *kt, const char *file, const char *value, boo
 	return knob_write(kt, k, err, errlen);
 }
 
-static int knob_set_int(struct ktracer *kt, const char *file, int64_t v, bool optional,
-			char *err, size_t errlen)
+static int knob_set_int(struct ktracer *kt, const char *file, int64_t v, bool optional, char *err,
+			size_t errlen)
 {
 	char value[32];
 
@@ -307,7 +319,8 @@ static int knob_option(struct ktracer *kt, const char *option, bool on, char *er
 	if (n == -ENOENT)
 		return 0;
 	if (n < 0) {
-		snprintf(err, errlen, "cannot read %s/osnoise/options (%s)", kt->fs.root, strerror(-n));
+		snprintf(err, errlen, "cannot read %s/osnoise/options (%s)", kt->fs.root,
+			 strerror(-n));
 		return n;
 	}
 	snprintf(yes, sizeof(yes), "%s", option);
@@ -334,16 +347,20 @@ static int configure_knobs(struct ktracer *kt, char *err, size_t errlen)
 	if ((rc = knob_set(kt, "osnoise/cpus", cpus, false, err, errlen)))
 		return rc;
 	if (timerlat) {
-		rc = knob_set_int(kt, "osnoise/timerlat_period_us", kt->period_us, false, err, errlen);
+		rc = knob_set_int(kt, "osnoise/timerlat_period_us", kt->period_us, false, err,
+				  errlen);
 	} else {
 		/* runtime_us <= period_us at every write: raise the period first, lower it last */
 		(void)read_int(kt, "osnoise/period_us", &old_period);
 		if (kt->period_us > old_period)
-			rc = knob_set_int(kt, "osnoise/period_us", kt->period_us, false, err, errlen);
+			rc = knob_set_int(kt, "osnoise/period_us", kt->period_us, false, err,
+					  errlen);
 		if (!rc)
-			rc = knob_set_int(kt, "osnoise/runtime_us", kt->period_us, false, err, errlen);
+			rc = knob_set_int(kt, "osnoise/runtime_us", kt->period_us, false, err,
+					  errlen);
 		if (!rc && kt->period_us <= old_period)
-			rc = knob_set_int(kt, "osnoise/period_us", kt->period_us, false, err, errlen);
+			rc = knob_set_int(kt, "osnoise/period_us", kt->period_us, false, err,
+					  errlen);
 	}
 	/* a run measures: nothing stops the tracer, nothing else lands in its buffer */
 	if (!rc)
@@ -394,17 +411,21 @@ int ktracer_configure(struct ktracer *kt, char *err, size_t errlen)
 	for (int i = 0; i < kt->cpus.n; i++)
 		(void)tracefs_set_buffer_kb(&kt->inst, kt->cpus.cpu[i], BUFFER_KB_TRACED);
 	if ((rc = tracefs_write(&kt->inst, "tracing_on", "0"))) {
-		snprintf(err, errlen, "cannot configure the tracefs instance %s (%s)", kt->inst.path,
-			 strerror(-rc));
+		snprintf(err, errlen, "cannot configure the tracefs instance %s (%s)",
+			 kt->inst.path, strerror(-rc));
 		return rc;
 	}
 	rc = tracefs_write(&kt->inst, "current_tracer", name);
 	if (rc == -EBUSY)
-		snprintf(err, errlen, "the kernel refused %s: the other of osnoise and timerlat "
-			 "runs (busy)", name);
+		snprintf(err, errlen,
+			 "the kernel refused %s: the other of osnoise and timerlat "
+			 "runs (busy)",
+			 name);
 	else if (rc == -EINVAL)
-		snprintf(err, errlen, "this kernel cannot run %s in a tracefs instance (Linux 5.16 "
-			 "and later can)", name);
+		snprintf(err, errlen,
+			 "this kernel cannot run %s in a tracefs instance (Linux 5.16 "
+			 "and later can)",
+			 name);
 	else if (rc)
 		snprintf(err, errlen, "cannot start the %s tracer (%s)", name, strerror(-rc));
 	kt->tracer_set = !rc;

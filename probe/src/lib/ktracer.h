@@ -33,33 +33,33 @@ enum ktracer_kind {
 
 /* One file of ROOT/osnoise/ the run changed. */
 struct ktracer_knob {
-	char file[40];                  /* relative to the root, e.g. "osnoise/cpus" */
-	char found[KTRACER_VALUE_MAX];  /* its text before the run, byte for byte */
-	char set[64];                   /* what the run wrote */
-	char undo[KTRACER_VALUE_MAX];   /* what puts it back: FOUND, or the opposite option */
+	char file[40];                 /* relative to the root, e.g. "osnoise/cpus" */
+	char found[KTRACER_VALUE_MAX]; /* its text before the run, byte for byte */
+	char set[64];                  /* what the run wrote */
+	char undo[KTRACER_VALUE_MAX];  /* what puts it back: FOUND, or the opposite option */
 	bool restored;
 };
 
 /* The tracer of one run, shared by its measuring threads. */
 struct ktracer {
 	enum ktracer_kind kind;
-	struct cpulist cpus;      /* traced CPUs: one measuring thread each */
-	int64_t period_us;        /* timerlat_period_us, or osnoise period_us = runtime_us */
-	bool allow_fallback;      /* a kernel thread's policy may stay the kernel's */
+	struct cpulist cpus; /* traced CPUs: one measuring thread each */
+	int64_t period_us;   /* timerlat_period_us, or osnoise period_us = runtime_us */
+	bool allow_fallback; /* a kernel thread's policy may stay the kernel's */
 	struct tracefs fs;
 	struct tracefs_instance root; /* the tracefs root, to address ROOT/osnoise/ files */
 	struct tracefs_instance inst; /* instances/rtlab-<pid> */
-	int64_t threshold_ns;     /* osnoise: tracing_thresh, 5 us when 0; -1 unknown */
-	bool mono_clock;          /* the instance's timestamps are CLOCK_MONOTONIC */
-	bool tracer_set;          /* the instance's current_tracer is ours */
+	int64_t threshold_ns;         /* osnoise: tracing_thresh, 5 us when 0; -1 unknown */
+	bool mono_clock;              /* the instance's timestamps are CLOCK_MONOTONIC */
+	bool tracer_set;              /* the instance's current_tracer is ours */
 	struct ktracer_knob knob[KTRACER_KNOBS_MAX]; /* in the order written */
 	int nknobs;
-	bool restore_failed;      /* some knob could not be written back */
+	bool restore_failed; /* some knob could not be written back */
 
-	pthread_mutex_t lock;     /* the fields below */
-	int users;                /* measuring threads that joined and have not left */
-	bool tried;               /* the shared setup ran (rc, err) */
-	bool on;                  /* tracing_on = 1 in the instance */
+	pthread_mutex_t lock; /* the fields below */
+	int users;            /* measuring threads that joined and have not left */
+	bool tried;           /* the shared setup ran (rc, err) */
+	bool on;              /* tracing_on = 1 in the instance */
 	int rc;
 	char err[300];
 };
@@ -124,11 +124,11 @@ void ktracer_leave(struct ktracer *kt);
 
 /* One line of the tracer in a trace file. */
 struct ktracer_line {
-	int64_t ts_ns;         /* trace clock, µs resolution in the text */
+	int64_t ts_ns; /* trace clock, µs resolution in the text */
 	enum ktracer_kind kind;
 	/* timerlat: "#SEQ context CTX timer_latency N ns" */
-	uint64_t seq;          /* activation ID: relates an irq line to its thread line */
-	int context;           /* KTRACER_CTX_* */
+	uint64_t seq; /* activation ID: relates an irq line to its thread line */
+	int context;  /* KTRACER_CTX_* */
 	int64_t latency_ns;
 	/* osnoise: "RUNTIME NOISE %AVAILABLE MAX_SINGLE HW NMI IRQ SIRQ THREAD", µs in the text */
 	int64_t runtime_ns, noise_ns, max_single_ns;
@@ -148,29 +148,29 @@ struct ktracer_stat {
 
 /* A measuring thread's view of its CPU (the meter's per-thread state holds it). */
 struct ktracer_thread {
-	bool joined;           /* ktracer_leave owed */
-	bool opened;           /* fd and buf are ours to close and free */
-	int fd;                /* per_cpu/cpuN/trace_pipe */
-	char *buf;             /* lines not yet complete */
+	bool joined; /* ktracer_leave owed */
+	bool opened; /* fd and buf are ours to close and free */
+	int fd;      /* per_cpu/cpuN/trace_pipe */
+	char *buf;   /* lines not yet complete */
 	size_t len;
-	pid_t kthread;         /* timerlat/N or osnoise/N; 0 when not found */
+	pid_t kthread; /* timerlat/N or osnoise/N; 0 when not found */
 	bool kpolicy_known;
-	struct policy_spec kpolicy; /* the kernel thread's policy, read back */
-	struct ktracer_stat irq, user_ret; /* timerlat's other contexts */
-	uint64_t periods;      /* osnoise lines */
-	int64_t runtime_ns, noise_ns; /* their sums */
+	struct policy_spec kpolicy;                /* the kernel thread's policy, read back */
+	struct ktracer_stat irq, user_ret;         /* timerlat's other contexts */
+	uint64_t periods;                          /* osnoise lines */
+	int64_t runtime_ns, noise_ns;              /* their sums */
 	uint64_t hw, nmi, irqs, softirqs, threads; /* their interference counts */
-	uint64_t other_lines;  /* lines that are not the tracer's */
-	bool ended;            /* the stream ended: tracing was turned off */
-	int read_errno;        /* reading failed with this, 0 when not */
+	uint64_t other_lines;                      /* lines that are not the tracer's */
+	bool ended;                                /* the stream ended: tracing was turned off */
+	int read_errno;                            /* reading failed with this, 0 when not */
 	bool lost_known;
-	uint64_t lost;         /* events the instance's buffer dropped */
+	uint64_t lost; /* events the instance's buffer dropped */
 };
 
 /* Setup of a measuring thread: join the tracer, open its CPU's stream, give the
  * kernel thread the thread's policy, move this reader off the traced CPUs. */
-int ktracer_thread_setup(struct ktracer *kt, struct mthread *t, struct ktracer_thread *s,
-			 char *err, size_t errlen);
+int ktracer_thread_setup(struct ktracer *kt, struct mthread *t, struct ktracer_thread *s, char *err,
+			 size_t errlen);
 /* Open per_cpu/cpuN/trace_pipe (non-blocking) and the line buffer. 0 or -errno. */
 int ktracer_thread_open(struct ktracer *kt, const struct mthread *t, struct ktracer_thread *s);
 
@@ -179,8 +179,7 @@ struct run_ctl;
 void ktracer_thread_loop(struct ktracer *kt, struct mthread *t, struct ktracer_thread *s,
 			 const struct run_ctl *ctl);
 /* Lost events, close, leave. */
-void ktracer_thread_teardown(struct ktracer *kt, const struct mthread *t,
-			     struct ktracer_thread *s);
+void ktracer_thread_teardown(struct ktracer *kt, const struct mthread *t, struct ktracer_thread *s);
 
 struct jw;
 /* The thread's "timerlat" or "osnoise" key. */

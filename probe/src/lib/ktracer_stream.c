@@ -83,7 +83,7 @@ static const char *after_timestamp(const char *line, int64_t *ts_ns)
 static int64_t us_to_ns(unsigned long long us)
 {
 	return us > (unsigned long long)(INT64_MAX / NSEC_PER_USEC) ? INT64_MAX
-								      : (int64_t)us * NSEC_PER_USEC;
+								    : (int64_t)us * NSEC_PER_USEC;
 }
 
 int ktracer_parse_line(const char *line, struct ktracer_line *out)
@@ -111,7 +111,8 @@ int ktracer_parse_line(const char *line, struct ktracer_line *out)
 	}
 	n = -1;
 	if (sscanf(body, " %llu %llu %llu.%llu %llu %llu %llu %llu %llu %llu%n", &run, &noise, &pct,
-		   &pct_dec, &max, &hw, &nmi, &irq, &sirq, &thr, &n) != 10 || n < 0)
+		   &pct_dec, &max, &hw, &nmi, &irq, &sirq, &thr, &n) != 10 ||
+	    n < 0)
 		return -EINVAL;
 	while (isspace((unsigned char)body[n]))
 		n++;
@@ -201,8 +202,8 @@ int ktracer_thread_open(struct ktracer *kt, const struct mthread *t, struct ktra
 	return 0;
 }
 
-int ktracer_thread_setup(struct ktracer *kt, struct mthread *t, struct ktracer_thread *s,
-			 char *err, size_t errlen)
+int ktracer_thread_setup(struct ktracer *kt, struct mthread *t, struct ktracer_thread *s, char *err,
+			 size_t errlen)
 {
 	const char *name = ktracer_name(kt->kind);
 	struct policy_spec mine;
@@ -213,8 +214,9 @@ int ktracer_thread_setup(struct ktracer *kt, struct mthread *t, struct ktracer_t
 	if ((rc = ktracer_join(kt, err, errlen)))
 		return rc;
 	if ((rc = ktracer_thread_open(kt, t, s))) {
-		snprintf(err, errlen, "--tracer %s: cannot read per_cpu/cpu%d/trace_pipe of %s (%s)",
-			 name, t->cpu, kt->inst.path, strerror(-rc));
+		snprintf(err, errlen,
+			 "--tracer %s: cannot read per_cpu/cpu%d/trace_pipe of %s (%s)", name,
+			 t->cpu, kt->inst.path, strerror(-rc));
 		return rc;
 	}
 	snprintf(comm, sizeof(comm), "%s/%d", name, t->cpu);
@@ -226,14 +228,14 @@ int ktracer_thread_setup(struct ktracer *kt, struct mthread *t, struct ktracer_t
 		if (s->kthread)
 			rc = policy_apply(&mine, s->kthread, why, sizeof(why));
 		if (rc && !kt->allow_fallback) {
-			snprintf(err, errlen, "--tracer %s: cannot set the policy of %s: %s", name, comm,
-				 why);
+			snprintf(err, errlen, "--tracer %s: cannot set the policy of %s: %s", name,
+				 comm, why);
 			return rc == -EINVAL ? -EPERM : rc;
 		}
 		if (rc) {
 			t->fallback = true;
-			snprintf(t->setup_err, sizeof(t->setup_err), "%s: %s keeps the kernel's policy",
-				 why, comm);
+			snprintf(t->setup_err, sizeof(t->setup_err),
+				 "%s: %s keeps the kernel's policy", why, comm);
 		}
 	}
 	s->kpolicy_known = s->kthread && !policy_read(s->kthread, &s->kpolicy);
@@ -275,7 +277,8 @@ static void record(const struct ktracer *kt, struct mthread *t, struct ktracer_t
 			if (l->latency_ns >= t->period_ns)
 				t->overruns++; /* as the wakeup meter counts them */
 		} else {
-			stat_add(l->context == KTRACER_CTX_IRQ ? &s->irq : &s->user_ret, l->latency_ns);
+			stat_add(l->context == KTRACER_CTX_IRQ ? &s->irq : &s->user_ret,
+				 l->latency_ns);
 		}
 	} else {
 		s->other_lines++;
@@ -354,8 +357,7 @@ void ktracer_thread_loop(struct ktracer *kt, struct mthread *t, struct ktracer_t
 	}
 }
 
-void ktracer_thread_teardown(struct ktracer *kt, const struct mthread *t,
-			     struct ktracer_thread *s)
+void ktracer_thread_teardown(struct ktracer *kt, const struct mthread *t, struct ktracer_thread *s)
 {
 	if (s->opened) {
 		(void)close(s->fd);

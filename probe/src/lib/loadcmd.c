@@ -43,7 +43,8 @@ static void load_usage(const struct opt_table *t)
 	       "SPEC is KIND:ARGS[@CPUS][,policy=P][,nice=N]; P is other[:NICE], batch[:NICE],\n"
 	       "idle, fifo:PRIO or rr:PRIO. Kinds:\n");
 	for (int i = 0; probe_load_kinds[i]; i++)
-		printf("  %s\n      %s\n", probe_load_kinds[i]->syntax, probe_load_kinds[i]->summary);
+		printf("  %s\n      %s\n", probe_load_kinds[i]->syntax,
+		       probe_load_kinds[i]->summary);
 	printf("\noptions:\n");
 	opts_help(stdout, t, 1);
 }
@@ -81,11 +82,15 @@ static int write_json(const char *path, const struct load_group *g, const struct
 	int sig = 0, rc = atomic_write(path, load_report_fill, &lr, &sig);
 
 	if (rc == -EINTR && sig)
-		fprintf(stderr, "rtlab-probe load: --json: stopped by %s while waiting for a reader of "
-			"\"%.300s\": nothing written\n", stopsig_name(sig), path);
+		fprintf(stderr,
+			"rtlab-probe load: --json: stopped by %s while waiting for a reader of "
+			"\"%.300s\": nothing written\n",
+			stopsig_name(sig), path);
 	else if (rc)
-		fprintf(stderr, "rtlab-probe load: --json: cannot write \"%.300s\" (%s): no document "
-			"written\n", path, strerror(-rc));
+		fprintf(stderr,
+			"rtlab-probe load: --json: cannot write \"%.300s\" (%s): no document "
+			"written\n",
+			path, strerror(-rc));
 	return rc ? EXIT_OUTPUT : EXIT_OK;
 }
 
@@ -131,7 +136,8 @@ int run_loads_only(int argc, char **argv)
 	if ((rc = load_group_start(&g, &list, err, sizeof(err))))
 		return fail(rc == -ENOMEM ? EXIT_INTERNAL : EXIT_UNSUPPORTED, err);
 	if (!p.quiet)
-		fprintf(stderr, "rtlab-probe load: %d processes in group %d; stop with SIGINT/SIGTERM\n",
+		fprintf(stderr,
+			"rtlab-probe load: %d processes in group %d; stop with SIGINT/SIGTERM\n",
 			g.nworkers, (int)g.pgid);
 	act[0].ok = false;
 	for (int64_t settled = g.start_ns + p.settle_ns, end = settled + p.duration_ns;;) {

@@ -17,11 +17,11 @@
 #include "timeutil.h"
 
 #define LOAD_GRACE_NS (800 * NSEC_PER_MSEC) /* external tools clean up after SIGTERM */
-#define LOAD_READY_NS (5 * NSEC_PER_SEC) /* for every worker to set itself up */
+#define LOAD_READY_NS (5 * NSEC_PER_SEC)    /* for every worker to set itself up */
 
 /* Strip trailing ",policy=P" / ",nice=N" from BUF into OUT. 0 or -EINVAL with a reason. */
-static int strip_sched(char *buf, struct load_spec *out, bool *nice_set, int *nice,
-		       char *err, size_t errlen)
+static int strip_sched(char *buf, struct load_spec *out, bool *nice_set, int *nice, char *err,
+		       size_t errlen)
 {
 	char *comma;
 
@@ -43,8 +43,10 @@ static int strip_sched(char *buf, struct load_spec *out, bool *nice_set, int *ni
 			if (policy_parse(opt + 7, &out->policy, err, errlen))
 				return -EINVAL;
 			if (out->policy.policy == SCHED_DEADLINE) {
-				snprintf(err, errlen, "\"%s\": SCHED_DEADLINE is not for loads (their "
-					 "processes fork)", opt);
+				snprintf(err, errlen,
+					 "\"%s\": SCHED_DEADLINE is not for loads (their "
+					 "processes fork)",
+					 opt);
 				return -EINVAL;
 			}
 			out->has_policy = true;
@@ -92,7 +94,8 @@ int load_spec_parse(const char *text, const struct cpulist *online, struct load_
 	if (nice_set) {
 		if (out->has_policy && out->policy.policy != SCHED_OTHER &&
 		    out->policy.policy != SCHED_BATCH) {
-			snprintf(err, errlen, "\"%s\": nice applies to policy other or batch only", text);
+			snprintf(err, errlen, "\"%s\": nice applies to policy other or batch only",
+				 text);
 			return -EINVAL;
 		}
 		out->policy.nice = nice;
@@ -108,14 +111,16 @@ int load_spec_parse(const char *text, const struct cpulist *online, struct load_
 
 		for (int i = 0; probe_load_kinds[i]; i++) {
 			strncat(known, i ? ", " : "", sizeof(known) - strlen(known) - 1);
-			strncat(known, probe_load_kinds[i]->name, sizeof(known) - strlen(known) - 1);
+			strncat(known, probe_load_kinds[i]->name,
+				sizeof(known) - strlen(known) - 1);
 		}
-		snprintf(err, errlen, "\"%s\": unknown load kind \"%s\" (known: %s)", text, buf, known);
+		snprintf(err, errlen, "\"%s\": unknown load kind \"%s\" (known: %s)", text, buf,
+			 known);
 		return -EINVAL;
 	}
 	if (out->kind->parse(args, out, kerr, sizeof(kerr))) {
-		snprintf(err, errlen, "\"%s\": %s (syntax %s[@CPUS][,policy=P][,nice=N])", text, kerr,
-			 out->kind->syntax);
+		snprintf(err, errlen, "\"%s\": %s (syntax %s[@CPUS][,policy=P][,nice=N])", text,
+			 kerr, out->kind->syntax);
 		return -EINVAL;
 	}
 	return 0;
@@ -138,11 +143,12 @@ int groups_args_parse(const char *args, int min_groups, int default_fds, int max
 	snprintf(buf, sizeof(buf), "%s", args);
 	out->fds = default_fds;
 	out->pipes = 0;
-	for (char *tok = strtok_r(buf, ":", &save); tok; tok = strtok_r(NULL, ":", &save), field++) {
+	for (char *tok = strtok_r(buf, ":", &save); tok;
+	     tok = strtok_r(NULL, ":", &save), field++) {
 		if (field == 0) {
 			if (parse_int64(tok, &v) || v < min_groups || v > LOAD_MAX_PROCS / 2) {
-				snprintf(err, errlen, "group count \"%s\" must be %d..%d", tok, min_groups,
-					 LOAD_MAX_PROCS / 2);
+				snprintf(err, errlen, "group count \"%s\" must be %d..%d", tok,
+					 min_groups, LOAD_MAX_PROCS / 2);
 				return -EINVAL;
 			}
 			out->groups = (int)v;
@@ -151,13 +157,15 @@ int groups_args_parse(const char *args, int min_groups, int default_fds, int max
 		} else if (!parse_int64(tok, &v) && v >= 1 && v <= max_fds) {
 			out->fds = (int)v;
 		} else {
-			snprintf(err, errlen, "\"%s\" is neither pipe, socket nor a sender count 1..%d", tok,
+			snprintf(err, errlen,
+				 "\"%s\" is neither pipe, socket nor a sender count 1..%d", tok,
 				 max_fds);
 			return -EINVAL;
 		}
 	}
 	if ((int64_t)out->groups * 2 * out->fds > LOAD_MAX_PROCS) {
-		snprintf(err, errlen, "%d groups of %d senders and receivers: more than %d processes",
+		snprintf(err, errlen,
+			 "%d groups of %d senders and receivers: more than %d processes",
 			 out->groups, out->fds, LOAD_MAX_PROCS);
 		return -EINVAL;
 	}
@@ -252,7 +260,8 @@ static int wait_ready(struct load_group *g, const struct load_list *l, char *err
 
 				policy_format(&s->policy, pol, sizeof(pol));
 				snprintf(why, sizeof(why), "%s", strerror(-g->ready[k]));
-				snprintf(err, errlen, "load \"%s\": policy %s refused (%s)", s->text, pol, why);
+				snprintf(err, errlen, "load \"%s\": policy %s refused (%s)",
+					 s->text, pol, why);
 				return g->ready[k];
 			}
 			pending += g->ready[k] == 0;
@@ -279,8 +288,8 @@ int load_list_check(const struct load_list *l, int *bad, char *err, size_t errle
 
 	*bad = -1;
 	if (total_procs(l) > LOAD_MAX_PROCS) {
-		snprintf(err, errlen, "--load: %d load processes in all, at most %d", total_procs(l),
-			 LOAD_MAX_PROCS);
+		snprintf(err, errlen, "--load: %d load processes in all, at most %d",
+			 total_procs(l), LOAD_MAX_PROCS);
 		return -EINVAL;
 	}
 	for (int i = 0; i < l->n; i++) {
@@ -323,8 +332,8 @@ int load_group_start(struct load_group *g, const struct load_list *l, char *err,
 			if (pid < 0) {
 				int e = errno;
 
-				snprintf(err, errlen, "load \"%s\": fork failed (%s)", l->spec[i].text,
-					 strerror(e));
+				snprintf(err, errlen, "load \"%s\": fork failed (%s)",
+					 l->spec[i].text, strerror(e));
 				load_group_stop(g);
 				load_group_free(g);
 				return -e;
@@ -337,7 +346,8 @@ int load_group_start(struct load_group *g, const struct load_list *l, char *err,
 			}
 			if (!g->pgid)
 				g->pgid = pid;
-			(void)setpgid(pid, g->pgid); /* also here: no race with the child's own call */
+			(void)setpgid(pid,
+				      g->pgid); /* also here: no race with the child's own call */
 			g->spec_of[g->nworkers] = i;
 			g->pids[g->nworkers++] = pid;
 		}
@@ -379,7 +389,8 @@ void load_group_stop(struct load_group *g)
 			siginfo_t si = { 0 };
 
 			if (g->pids[i] && g->ready[i] > 0 &&
-			    waitid(P_PID, (id_t)g->pids[i], &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+			    waitid(P_PID, (id_t)g->pids[i], &si, WEXITED | WNOHANG | WNOWAIT) ==
+				    0 &&
 			    si.si_pid)
 				g->ready[i] = LOAD_ENDED_EARLY;
 		}
@@ -393,7 +404,8 @@ void load_group_stop(struct load_group *g)
 
 				/* waitid: waitpid() rejects WNOWAIT; exited workers stay to be reaped below */
 				if (g->pids[i] &&
-				    waitid(P_PID, (id_t)g->pids[i], &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+				    waitid(P_PID, (id_t)g->pids[i], &si,
+					   WEXITED | WNOHANG | WNOWAIT) == 0 &&
 				    si.si_pid == 0)
 					alive++;
 			}

@@ -27,9 +27,9 @@ struct load_spec {
 	char text[LOAD_TEXT_MAX]; /* as given */
 	int nprocs;               /* worker processes to fork */
 	bool has_cpus;
-	struct cpulist cpus;      /* @CPUS, or all online CPUs */
-	bool has_policy;          /* ",policy=P" or ",nice=N" given */
-	struct policy_spec policy; /* of every worker (default other:0) */
+	struct cpulist cpus;                               /* @CPUS, or all online CPUs */
+	bool has_policy;                                   /* ",policy=P" or ",nice=N" given */
+	struct policy_spec policy;                         /* of every worker (default other:0) */
 	_Alignas(8) unsigned char cfg[LOAD_TEXT_MAX + 64]; /* kind-specific parsed arguments */
 };
 
@@ -58,13 +58,13 @@ int load_spec_parse(const char *text, const struct cpulist *online, struct load_
 		    char *err, size_t errlen);
 
 struct load_group {
-	pid_t pgid;               /* 0 while nothing runs */
+	pid_t pgid; /* 0 while nothing runs */
 	int nworkers;
-	int nalloc;               /* workers the arrays below hold */
-	pid_t *pids;              /* worker PIDs, 0 once reaped */
-	int *spec_of;             /* spec index of each worker */
-	volatile uint64_t *iters; /* shared with the workers: work units done */
-	volatile int32_t *ready;  /* per worker: 0 starting, 1 set up, -errno refused,
+	int nalloc;                /* workers the arrays below hold */
+	pid_t *pids;               /* worker PIDs, 0 once reaped */
+	int *spec_of;              /* spec index of each worker */
+	volatile uint64_t *iters;  /* shared with the workers: work units done */
+	volatile int32_t *ready;   /* per worker: 0 starting, 1 set up, -errno refused,
 				   * LOAD_ENDED_EARLY gone before the stop */
 	int64_t start_ns, stop_ns; /* CLOCK_MONOTONIC */
 };

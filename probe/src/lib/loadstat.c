@@ -33,8 +33,8 @@ int loadstat_read(const char *path, struct loadstat *s)
 			continue;
 		if (!strncmp(line, "cpu", 3) && line[3] >= '0' && line[3] <= '9') {
 			if (s->ncpus >= LOADSTAT_MAX_CPUS ||
-			    sscanf(line + 3, "%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0], &v[1],
-				   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) < 5)
+			    sscanf(line + 3, "%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu,
+				   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) < 5)
 				continue;
 			/* user nice system idle iowait irq softirq steal; guest is inside user */
 			s->cpu[s->ncpus] = cpu;
@@ -95,13 +95,15 @@ void loadstat_busy_keys(struct jw *w, const struct loadstat *a, const struct loa
 		if (i < 0 || b->total[k] <= a->total[i] || b->busy[k] < a->busy[i])
 			continue;
 		snprintf(key, sizeof(key), "%d", b->cpu[k]);
-		jw_kdouble(w, key, round_pct(100.0 * (double)(b->busy[k] - a->busy[i]) /
-					     (double)(b->total[k] - a->total[i])));
+		jw_kdouble(w, key,
+			   round_pct(100.0 * (double)(b->busy[k] - a->busy[i]) /
+				     (double)(b->total[k] - a->total[i])));
 		busy += b->busy[k] - a->busy[i];
 		total += b->total[k] - a->total[i];
 	}
 	jw_obj_end(w);
-	jw_kdouble(w, "cpu_busy_pct_all", total ? round_pct(100.0 * (double)busy / (double)total) : 0.0);
+	jw_kdouble(w, "cpu_busy_pct_all",
+		   total ? round_pct(100.0 * (double)busy / (double)total) : 0.0);
 }
 
 void loadstat_json(struct jw *w, const struct loadstat *a, const struct loadstat *b)

@@ -14,15 +14,15 @@
 struct jw;
 
 struct loadstat {
-	bool ok;                /* the snapshot was read */
-	int64_t t_ns;           /* CLOCK_MONOTONIC when read */
-	int ncpus;              /* per-CPU lines */
+	bool ok;      /* the snapshot was read */
+	int64_t t_ns; /* CLOCK_MONOTONIC when read */
+	int ncpus;    /* per-CPU lines */
 	int cpu[LOADSTAT_MAX_CPUS];
 	uint64_t busy[LOADSTAT_MAX_CPUS];  /* USER_HZ ticks: user+nice+system+irq+softirq+steal */
 	uint64_t total[LOADSTAT_MAX_CPUS]; /* USER_HZ ticks: busy + idle + iowait */
-	uint64_t ctxt;          /* context switches since boot */
-	uint64_t intr;          /* interrupts since boot */
-	uint64_t softirq;       /* softirqs since boot */
+	uint64_t ctxt;                     /* context switches since boot */
+	uint64_t intr;                     /* interrupts since boot */
+	uint64_t softirq;                  /* softirqs since boot */
 };
 
 /* Read PATH (NULL: /proc/stat) into S. 0 or -errno (S->ok false). */

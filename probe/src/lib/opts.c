@@ -12,9 +12,9 @@
 #include "timeutil.h"
 
 static const char *const type_names[] = {
-	[OPT_FLAG] = "flag",	   [OPT_INT] = "int",	    [OPT_DURATION] = "duration",
+	[OPT_FLAG] = "flag",       [OPT_INT] = "int",       [OPT_DURATION] = "duration",
 	[OPT_CPULIST] = "cpulist", [OPT_POLICY] = "policy", [OPT_STRING] = "string",
-	[OPT_LOAD] = "load",	   [OPT_CHOICE] = "choice",
+	[OPT_LOAD] = "load",       [OPT_CHOICE] = "choice",
 };
 
 static const struct opt_desc *lookup(const struct opt_desc *opts, const char *name, size_t len)
@@ -49,8 +49,9 @@ static void format_exact_ns(int64_t ns, char *buf, size_t len)
 		const char *name;
 		int64_t mult;
 	} units[] = {
-		{ "d", 86400 * NSEC_PER_SEC }, { "h", 3600 * NSEC_PER_SEC }, { "m", 60 * NSEC_PER_SEC },
-		{ "s", NSEC_PER_SEC },	       { "ms", NSEC_PER_MSEC },	     { "us", NSEC_PER_USEC },
+		{ "d", 86400 * NSEC_PER_SEC }, { "h", 3600 * NSEC_PER_SEC },
+		{ "m", 60 * NSEC_PER_SEC },    { "s", NSEC_PER_SEC },
+		{ "ms", NSEC_PER_MSEC },       { "us", NSEC_PER_USEC },
 	};
 
 	for (size_t i = 0; ns && i < sizeof(units) / sizeof(units[0]); i++) {
@@ -158,8 +159,8 @@ static int set_value(const struct opt_desc *o, void *base, const char *val,
 			if (o->max == 1)
 				snprintf(err, errlen, "--%s: \"%s\" is not one CPU", o->name, val);
 			else
-				snprintf(err, errlen, "--%s: \"%s\" is more than %lld CPUs", o->name,
-					 val, (long long)o->max);
+				snprintf(err, errlen, "--%s: \"%s\" is more than %lld CPUs",
+					 o->name, val, (long long)o->max);
 			return -EINVAL;
 		}
 		return 0;
@@ -254,7 +255,8 @@ int opts_parse(int argc, char **argv, const struct opt_table *tables, int ntable
 		const struct opt_desc *o = find_opt(tables, ntables, name, len, &base);
 
 		if (!o) {
-			snprintf(err, errlen, "unknown option \"--%.*s\" (see --help)", (int)len, name);
+			snprintf(err, errlen, "unknown option \"--%.*s\" (see --help)", (int)len,
+				 name);
 			return opts_refuse(at, NULL, a);
 		}
 		const char *val = NULL;
@@ -301,7 +303,8 @@ void opts_help(FILE *f, const struct opt_table *tables, int ntables)
 			fprintf(f, "  %-24s %s", head, o->help);
 			if (o->type == OPT_CHOICE) {
 				choice_words(o, words, sizeof(words));
-				fprintf(f, " (%s; default %s)", words, o->choices[o->choice_default]);
+				fprintf(f, " (%s; default %s)", words,
+					o->choices[o->choice_default]);
 			}
 			fputc('\n', f);
 		}

@@ -30,7 +30,10 @@ int stopsig_take(int64_t wait_ns)
 
 const char *stopsig_name(int sig)
 {
-	return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "signal";
+	return sig == SIGINT    ? "SIGINT"
+	       : sig == SIGTERM ? "SIGTERM"
+	       : sig == SIGHUP  ? "SIGHUP"
+				: "signal";
 }
 
 int outfile_open(struct outfile *o, const char *path, int stopping)
@@ -43,7 +46,8 @@ int outfile_open(struct outfile *o, const char *path, int stopping)
 	o->stop_signal = 0;
 	o->err = 0;
 	/* O_NONBLOCK: a FIFO without a reader fails with ENXIO instead of blocking in open() */
-	while ((o->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666)) < 0) {
+	while ((o->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666)) <
+	       0) {
 		e = errno;
 		if (e != ENXIO || stat(path, &st) || !S_ISFIFO(st.st_mode))
 			return -e; /* ENXIO on a socket: nothing to wait for */
@@ -52,8 +56,10 @@ int outfile_open(struct outfile *o, const char *path, int stopping)
 			return -EINTR;
 		}
 		if (!noted)
-			fprintf(stderr, "rtlab-probe: waiting for a reader of \"%.300s\" (SIGINT or "
-				"SIGTERM stops)\n", path);
+			fprintf(stderr,
+				"rtlab-probe: waiting for a reader of \"%.300s\" (SIGINT or "
+				"SIGTERM stops)\n",
+				path);
 		noted = true;
 		o->stop_signal = stopsig_take(OUTFILE_WAIT_SLICE_MS * NSEC_PER_MSEC);
 		if (o->stop_signal)

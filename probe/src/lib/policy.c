@@ -43,9 +43,8 @@ static const struct {
 	const char *name;
 	int policy;
 } policies[] = {
-	{ "other", SCHED_OTHER }, { "batch", SCHED_BATCH },
-	{ "idle", SCHED_IDLE },   { "fifo", SCHED_FIFO },
-	{ "rr", SCHED_RR },       { "deadline", SCHED_DEADLINE },
+	{ "other", SCHED_OTHER }, { "batch", SCHED_BATCH }, { "idle", SCHED_IDLE },
+	{ "fifo", SCHED_FIFO },   { "rr", SCHED_RR },       { "deadline", SCHED_DEADLINE },
 };
 
 const char *policy_name(int policy)
@@ -58,8 +57,8 @@ const char *policy_name(int policy)
 	return "unknown";
 }
 
-static int parse_deadline(const char *s, const char *arg, struct policy_spec *out,
-			  char *err, size_t errlen)
+static int parse_deadline(const char *s, const char *arg, struct policy_spec *out, char *err,
+			  size_t errlen)
 {
 	static const char *const what[3] = { "runtime", "deadline", "period" };
 	uint64_t *dst[3] = { &out->runtime_ns, &out->deadline_ns, &out->period_ns };
@@ -86,7 +85,8 @@ static int parse_deadline(const char *s, const char *arg, struct policy_spec *ou
 		*dst[i] = (uint64_t)v;
 	}
 	if (out->runtime_ns < DL_MIN_RUNTIME_NS) {
-		snprintf(err, errlen, "\"%s\": runtime must be at least %dns", s, DL_MIN_RUNTIME_NS);
+		snprintf(err, errlen, "\"%s\": runtime must be at least %dns", s,
+			 DL_MIN_RUNTIME_NS);
 		return -EINVAL;
 	}
 	if (out->runtime_ns > out->deadline_ns || out->deadline_ns > out->period_ns) {
@@ -97,7 +97,9 @@ static int parse_deadline(const char *s, const char *arg, struct policy_spec *ou
 	return 0;
 
 usage:
-	snprintf(err, errlen, "\"%s\": expected deadline:RUNTIME/DEADLINE/PERIOD (e.g. deadline:200us/1ms/1ms)", s);
+	snprintf(err, errlen,
+		 "\"%s\": expected deadline:RUNTIME/DEADLINE/PERIOD (e.g. deadline:200us/1ms/1ms)",
+		 s);
 	return -EINVAL;
 }
 
@@ -149,8 +151,10 @@ int policy_parse(const char *s, struct policy_spec *out, char *err, size_t errle
 			arg = "";
 		return parse_deadline(s, arg, out, err, errlen);
 	}
-	snprintf(err, errlen, "\"%s\": unknown policy (other[:NICE], batch, idle, fifo:PRIO, rr:PRIO, "
-		 "deadline:RUNTIME/DEADLINE/PERIOD)", s);
+	snprintf(err, errlen,
+		 "\"%s\": unknown policy (other[:NICE], batch, idle, fifo:PRIO, rr:PRIO, "
+		 "deadline:RUNTIME/DEADLINE/PERIOD)",
+		 s);
 	return -EINVAL;
 }
 
@@ -164,9 +168,12 @@ static void explain(const struct policy_spec *p, pid_t tid, int e, char *err, si
 	} else if (e == ENOSYS) {
 		snprintf(err, errlen, "sched_setattr is not available on this kernel (%s)", why);
 	} else if (p->policy == SCHED_DEADLINE && (e == EPERM || e == EBUSY)) {
-		snprintf(err, errlen, "SCHED_DEADLINE needs CAP_SYS_NICE, an affinity spanning the thread's "
-			 "whole root domain (no pinning to one cpu without an exclusive cpuset) and room "
-			 "under rt bandwidth admission control (%s)", why);
+		snprintf(
+			err, errlen,
+			"SCHED_DEADLINE needs CAP_SYS_NICE, an affinity spanning the thread's "
+			"whole root domain (no pinning to one cpu without an exclusive cpuset) and room "
+			"under rt bandwidth admission control (%s)",
+			why);
 	} else if ((p->policy == SCHED_FIFO || p->policy == SCHED_RR) && e == EPERM) {
 		snprintf(err, errlen, "SCHED_%s needs CAP_SYS_NICE or an RLIMIT_RTPRIO (%s)",
 			 p->policy == SCHED_FIFO ? "FIFO" : "RR", why);
@@ -234,8 +241,14 @@ int policy_read(pid_t tid, struct policy_spec *out)
 /* Exact, parseable duration: the largest of s/ms/us/ns that divides NS. */
 static void exact_duration(uint64_t ns, char *buf, size_t len)
 {
-	static const struct { const char *u; uint64_t mult; } units[] = {
-		{ "s", NSEC_PER_SEC }, { "ms", NSEC_PER_MSEC }, { "us", NSEC_PER_USEC }, { "ns", 1 },
+	static const struct {
+		const char *u;
+		uint64_t mult;
+	} units[] = {
+		{ "s", NSEC_PER_SEC },
+		{ "ms", NSEC_PER_MSEC },
+		{ "us", NSEC_PER_USEC },
+		{ "ns", 1 },
 	};
 	size_t i;
 

@@ -24,8 +24,8 @@ static void put_le64(unsigned char *p, uint64_t v)
 	memcpy(p, &v, sizeof(v));
 }
 
-int ring_open(struct ring *r, const char *path, int thread_index, int cpu,
-	      int64_t interval_ns, uint64_t capacity, int stopping)
+int ring_open(struct ring *r, const char *path, int thread_index, int cpu, int64_t interval_ns,
+	      uint64_t capacity, int stopping)
 {
 	int rc;
 
@@ -117,7 +117,8 @@ static bool ring_drain(struct ring *r, int give_up)
 			if (r->hdr_left)
 				break;
 			to_le(r, t, idx, run);
-			n = put(r, (const char *)(r->buf + idx) + r->part, run * sizeof(int64_t) - r->part);
+			n = put(r, (const char *)(r->buf + idx) + r->part,
+				run * sizeof(int64_t) - r->part);
 			if (!n && !r->err)
 				break; /* a full FIFO: the samples wait in the ring */
 			r->part += (uint32_t)(n % sizeof(int64_t));

@@ -23,16 +23,16 @@ struct ring {
 	char pad0[56];         /* keep producer and consumer indices on separate cache lines */
 	_Atomic uint64_t tail; /* written by the writer thread only */
 	char pad1[56];
-	uint64_t mask;         /* capacity - 1, capacity a power of two */
+	uint64_t mask; /* capacity - 1, capacity a power of two */
 	int64_t *buf;
-	struct outfile out;    /* fd -1 when it could not be opened */
+	struct outfile out; /* fd -1 when it could not be opened */
 	unsigned char hdr[RAW_HEADER_BYTES];
-	uint32_t hdr_left;     /* header bytes not written yet (a FIFO that was full) */
-	uint32_t part;         /* bytes of the sample at tail already written */
-	uint64_t swapped;      /* big-endian hosts: samples before this are little-endian */
-	uint64_t written;      /* samples written to the file */
-	uint64_t lost;         /* samples taken from the ring but not written (see err) */
-	int err;               /* first write error (errno), EINTR: a stop signal ended the wait
+	uint32_t hdr_left; /* header bytes not written yet (a FIFO that was full) */
+	uint32_t part;     /* bytes of the sample at tail already written */
+	uint64_t swapped;  /* big-endian hosts: samples before this are little-endian */
+	uint64_t written;  /* samples written to the file */
+	uint64_t lost;     /* samples taken from the ring but not written (see err) */
+	int err;           /* first write error (errno), EINTR: a stop signal ended the wait
 				* for a FIFO's reader (stop_signal); 0 if none */
 	int stop_signal;
 };
@@ -55,8 +55,8 @@ static inline bool ring_push(struct ring *r, int64_t v)
  * ring of CAPACITY samples (power of two); the header is the first thing written.
  * 0 or -errno; -EINTR leaves a usable ring whose samples all count as lost (err EINTR).
  */
-int ring_open(struct ring *r, const char *path, int thread_index, int cpu,
-	      int64_t interval_ns, uint64_t capacity, int stopping);
+int ring_open(struct ring *r, const char *path, int thread_index, int cpu, int64_t interval_ns,
+	      uint64_t capacity, int stopping);
 
 /* Close and free (a regular file cut to its whole samples after a failed write);
  * returns the first write error as -errno, or 0. */

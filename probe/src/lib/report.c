@@ -13,13 +13,16 @@
 #include "run.h"
 #include "timeutil.h"
 
-#define RESULT_SCHEMA 4 /* 2: threshold -> deadline; 3: threads[].lost -> raw_lost;
+#define RESULT_SCHEMA \
+	4 /* 2: threshold -> deadline; 3: threads[].lost -> raw_lost;
 			  4: explain, spikes */
 
 static const struct {
 	const char *key;
 	double q;
-} quantiles[] = { { "50", 0.5 }, { "90", 0.9 }, { "99", 0.99 }, { "99.9", 0.999 }, { "99.99", 0.9999 } };
+} quantiles[] = {
+	{ "50", 0.5 }, { "90", 0.9 }, { "99", 0.99 }, { "99.9", 0.999 }, { "99.99", 0.9999 }
+};
 
 static uint64_t thread_count(const struct mthread *t)
 {
@@ -125,7 +128,9 @@ static void thread_json(struct jw *w, const struct run *r, const struct mthread 
 	jw_obj_begin(w);
 	for (size_t i = 0; i < sizeof(quantiles) / sizeof(quantiles[0]); i++) {
 		jw_key(w, quantiles[i].key);
-		n ? jw_int(w, hist_quantile(t->hist, quantiles[i].q, MT_GET(t, min_ns), MT_GET(t, max_ns))) : jw_null(w);
+		n ? jw_int(w, hist_quantile(t->hist, quantiles[i].q, MT_GET(t, min_ns),
+					    MT_GET(t, max_ns)))
+		  : jw_null(w);
 	}
 	jw_obj_end(w);
 	jw_kdouble(w, "percentiles_rel_error", 0.5 / HIST_HALF);
@@ -224,9 +229,11 @@ void report_json(const struct run *r, FILE *f)
 	jw_kstr(&w, "version", RTLAB_PROBE_VERSION);
 	jw_kstr(&w, "meter", r->m->name);
 	jw_kbool(&w, "complete", run_complete(r));
-	jw_kstr(&w, "stop_reason", r->stop_signal ? "signal"
-				    : r->c.loops_set ? "loops"
-				    : r->c.duration_set ? "duration" : "unknown");
+	jw_kstr(&w, "stop_reason",
+		r->stop_signal      ? "signal"
+		: r->c.loops_set    ? "loops"
+		: r->c.duration_set ? "duration"
+				    : "unknown");
 	jw_key(&w, "signal");
 	r->stop_signal ? jw_str(&w, stopsig_name(r->stop_signal)) : jw_null(&w);
 	jw_key(&w, "argv");
@@ -275,11 +282,13 @@ int report_save(const struct run *r, const char *path, char *err, size_t errlen)
 	int sig = 0, rc = atomic_write(path, report_fill, r, &sig);
 
 	if (rc == -EINTR && sig)
-		snprintf(err, errlen, "--json: stopped by %s while waiting for a reader of \"%.300s\": "
-			 "no document written", stopsig_name(sig), path);
+		snprintf(err, errlen,
+			 "--json: stopped by %s while waiting for a reader of \"%.300s\": "
+			 "no document written",
+			 stopsig_name(sig), path);
 	else if (rc)
-		snprintf(err, errlen, "--json: cannot write \"%.300s\" (%s): no document written", path,
-			 strerror(-rc));
+		snprintf(err, errlen, "--json: cannot write \"%.300s\" (%s): no document written",
+			 path, strerror(-rc));
 	return rc;
 }
 
@@ -294,9 +303,11 @@ bool report_lost_outputs(const struct run *r, FILE *f)
 
 		if (!e)
 			continue;
-		fprintf(f, "rtlab-probe %s: --raw: \"%.300s\": %s: %llu of %llu samples missing "
-			"(raw_lost)\n", r->m->name, t->raw_path, e,
-			(unsigned long long)raw_lost(t), (unsigned long long)thread_count(t));
+		fprintf(f,
+			"rtlab-probe %s: --raw: \"%.300s\": %s: %llu of %llu samples missing "
+			"(raw_lost)\n",
+			r->m->name, t->raw_path, e, (unsigned long long)raw_lost(t),
+			(unsigned long long)thread_count(t));
 		lost = true;
 	}
 	return lost;
@@ -328,12 +339,15 @@ void report_summary(const struct run *r, FILE *f)
 		else
 			snprintf(cpu, sizeof(cpu), "any");
 		format_duration(MT_GET(t, min_ns), mn, sizeof(mn));
-		format_duration(hist_quantile(t->hist, 0.5, MT_GET(t, min_ns), MT_GET(t, max_ns)), p50, sizeof(p50));
-		format_duration(hist_quantile(t->hist, 0.99, MT_GET(t, min_ns), MT_GET(t, max_ns)), p99, sizeof(p99));
+		format_duration(hist_quantile(t->hist, 0.5, MT_GET(t, min_ns), MT_GET(t, max_ns)),
+				p50, sizeof(p50));
+		format_duration(hist_quantile(t->hist, 0.99, MT_GET(t, min_ns), MT_GET(t, max_ns)),
+				p99, sizeof(p99));
 		format_duration(MT_GET(t, max_ns), mx, sizeof(mx));
-		fprintf(f, "T%d cpu %s %s: %llu cycles  min %s  p50 %s  p99 %s  max %s  overruns %llu%s\n",
-			t->index, cpu, pol, (unsigned long long)n, mn,
-			p50, p99, mx, (unsigned long long)t->overruns, raw_lost(t) ? "  (raw samples lost)" : "");
+		fprintf(f,
+			"T%d cpu %s %s: %llu cycles  min %s  p50 %s  p99 %s  max %s  overruns %llu%s\n",
+			t->index, cpu, pol, (unsigned long long)n, mn, p50, p99, mx,
+			(unsigned long long)t->overruns, raw_lost(t) ? "  (raw samples lost)" : "");
 	}
 	if (r->stop_signal)
 		fprintf(f, "stopped by %s: incomplete run\n", stopsig_name(r->stop_signal));

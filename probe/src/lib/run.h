@@ -35,14 +35,14 @@ struct run {
 	char mlock_err[160];
 	int dma_fd;
 	char start_utc[40], end_utc[40];
-	int64_t t0_ns, t1_ns; /* CLOCK_MONOTONIC around the measurement */
-	struct loadstat act0, act1; /* /proc/stat at the start and end of measuring */
+	int64_t t0_ns, t1_ns;                /* CLOCK_MONOTONIC around the measurement */
+	struct loadstat act0, act1;          /* /proc/stat at the start and end of measuring */
 	struct loadstat prog_prev, prog_now; /* /proc/stat at the last two --progress lines */
-	int stop_signal;      /* the signal that stopped the run, 0 if none */
+	int stop_signal;                     /* the signal that stopped the run, 0 if none */
 	bool status_drawn;
-	FILE *progress;       /* --progress stream, or NULL (also once it failed) */
+	FILE *progress;              /* --progress stream, or NULL (also once it failed) */
 	struct outfile progress_out; /* what the stream writes to */
-	int progress_err;     /* why the stream ended early (errno; EINTR: a stop signal), or 0 */
+	int progress_err; /* why the stream ended early (errno; EINTR: a stop signal), or 0 */
 	struct explain *explain; /* --explain state, or NULL */
 };
 

@@ -16,11 +16,11 @@
 
 #define THREAD_STACK_BYTES (256 * 1024)
 #define STACK_PREFAULT_BYTES (64 * 1024)
-#define RAW_RING_MIN ((uint64_t)1 << 12)      /* samples */
-#define RAW_RING_MAX ((uint64_t)1 << 19)      /* 4 MiB per thread: 26 s at 50 us */
-#define RAW_RING_SECONDS 8                    /* of samples a ring holds if the writer stalls */
-#define SERIES_MAX_SLOTS (7 * 24 * 3600)      /* one week of per-second slots */
-#define SERIES_OPEN_SLOTS (24 * 3600)         /* when the run has no set end */
+#define RAW_RING_MIN ((uint64_t)1 << 12) /* samples */
+#define RAW_RING_MAX ((uint64_t)1 << 19) /* 4 MiB per thread: 26 s at 50 us */
+#define RAW_RING_SECONDS 8               /* of samples a ring holds if the writer stalls */
+#define SERIES_MAX_SLOTS (7 * 24 * 3600) /* one week of per-second slots */
+#define SERIES_OPEN_SLOTS (24 * 3600)    /* when the run has no set end */
 #define STATUS_PERIOD_NS (500 * NSEC_PER_MSEC)
 #define PROGRESS_PERIOD_NS (250 * NSEC_PER_MSEC) /* a live view updates a few times a second */
 
@@ -38,8 +38,10 @@ static uint32_t series_slots(const struct run *r, int64_t period_ns)
 	if (c->duration_set)
 		secs = c->duration_ns / NSEC_PER_SEC + 2;
 	else if (c->loops_set)
-		secs = (c->loops > INT64_MAX / 2 / period_ns ? INT64_MAX / 2 : c->loops * period_ns) /
-			       NSEC_PER_SEC * 2 + 10; /* overruns stretch the run */
+		secs = (c->loops > INT64_MAX / 2 / period_ns ? INT64_MAX / 2
+							     : c->loops * period_ns) /
+			       NSEC_PER_SEC * 2 +
+		       10; /* overruns stretch the run */
 	else
 		secs = SERIES_OPEN_SLOTS;
 	return (uint32_t)(secs > SERIES_MAX_SLOTS ? SERIES_MAX_SLOTS : secs);
@@ -73,14 +75,14 @@ static int alloc_threads(struct run *r, char *err, size_t errlen)
 		t->index = i;
 		t->cpu = r->c.cpus_set ? r->c.cpus.cpu[i] : -1;
 		t->period_ns = r->m->period_ns(r->mparams, i);
-		t->worst_floor = INT64_MIN; /* the first WORST_N samples always enter */
+		t->worst_floor = INT64_MIN;   /* the first WORST_N samples always enter */
 		t->explain_floor = INT64_MAX; /* explain_start lowers it */
 		t->miss_floor = r->c.deadline_set ? r->c.deadline_ns : INT64_MAX;
 		t->hist = calloc(1, sizeof(*t->hist));
-		if (!t->hist || series_init(&t->series, NSEC_PER_SEC, series_slots(r, t->period_ns)))
+		if (!t->hist ||
+		    series_init(&t->series, NSEC_PER_SEC, series_slots(r, t->period_ns)))
 			goto out_nomem;
-		if (r->m->thread_state_size &&
-		    !(t->mstate = calloc(1, r->m->thread_state_size)))
+		if (r->m->thread_state_size && !(t->mstate = calloc(1, r->m->thread_state_size)))
 			goto out_nomem;
 		if (!r->c.raw_path)
 			continue;
@@ -92,7 +94,8 @@ static int alloc_threads(struct run *r, char *err, size_t errlen)
 			if (!r->stop_signal)
 				r->stop_signal = r->rings[i].stop_signal;
 		} else if (rc) {
-			snprintf(err, errlen, "--raw: cannot write \"%.300s\" (%s)", t->raw_path, strerror(-rc));
+			snprintf(err, errlen, "--raw: cannot write \"%.300s\" (%s)", t->raw_path,
+				 strerror(-rc));
 			return rc;
 		}
 		t->ring = &r->rings[i];
@@ -115,8 +118,10 @@ static void *mthread_main(void *arg)
 	t->tid = gettid();
 	if (r->c.thread_cgroup && (rc = cgroup_join(r->c.thread_cgroup, t->tid))) {
 		t->setup_rc = rc;
-		snprintf(t->setup_err, sizeof(t->setup_err), "--thread-cgroup: thread %d cannot join "
-			 "%.200s (%s)", t->index, r->c.thread_cgroup, strerror(-rc));
+		snprintf(t->setup_err, sizeof(t->setup_err),
+			 "--thread-cgroup: thread %d cannot join "
+			 "%.200s (%s)",
+			 t->index, r->c.thread_cgroup, strerror(-rc));
 	}
 	if (t->cpu >= 0 && !t->setup_rc) {
 		cpu_set_t set;
@@ -126,8 +131,9 @@ static void *mthread_main(void *arg)
 		rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 		if (rc) {
 			t->setup_rc = -rc;
-			snprintf(t->setup_err, sizeof(t->setup_err), "cannot pin thread %d to CPU %d (%s)",
-				 t->index, t->cpu, strerror(rc));
+			snprintf(t->setup_err, sizeof(t->setup_err),
+				 "cannot pin thread %d to CPU %d (%s)", t->index, t->cpu,
+				 strerror(rc));
 		}
 	}
 	rc = t->setup_rc ? 0 : policy_apply(&r->c.policy, 0, why, sizeof(why));
@@ -228,7 +234,8 @@ static void main_wait(struct run *r)
 	int64_t next_progress = mono_now_ns() + PROGRESS_PERIOD_NS;
 
 	while (atomic_load(&r->running) > 0) {
-		int sig = wait_signal(mono_now_ns() + (live ? STATUS_PERIOD_NS : 100 * NSEC_PER_MSEC));
+		int sig = wait_signal(mono_now_ns() +
+				      (live ? STATUS_PERIOD_NS : 100 * NSEC_PER_MSEC));
 
 		if (sig && !r->stop_signal) {
 			r->stop_signal = sig;
@@ -296,8 +303,8 @@ static int lock_memory(struct run *r, char *err, size_t errlen)
 		r->mlocked = true;
 		return 0;
 	}
-	snprintf(r->mlock_err, sizeof(r->mlock_err), "mlockall failed (%s): raise RLIMIT_MEMLOCK or use --no-mlock",
-		 strerror(errno));
+	snprintf(r->mlock_err, sizeof(r->mlock_err),
+		 "mlockall failed (%s): raise RLIMIT_MEMLOCK or use --no-mlock", strerror(errno));
 	if (r->c.allow_fallback)
 		return 0;
 	snprintf(err, errlen, "%s", r->mlock_err);
@@ -336,7 +343,7 @@ static void run_free(struct run *r)
 	}
 	for (int i = 0; r->rings && i < r->nthreads; i++)
 		if (r->rings[i].buf || r->rings[i].out.fd > 0) /* all zero: never opened (fd 0!) */
-			(void)ring_close(&r->rings[i]); /* idempotent */
+			(void)ring_close(&r->rings[i]);        /* idempotent */
 	free(r->rings);
 	free(r->ring_ptrs);
 	free(r->th);

@@ -13,9 +13,9 @@
 #include "probe.h"
 
 struct common_params {
-	struct cpulist cpus;      /* one measuring thread pinned per CPU */
+	struct cpulist cpus; /* one measuring thread pinned per CPU */
 	bool cpus_set;
-	int64_t threads;          /* unpinned measuring threads */
+	int64_t threads; /* unpinned measuring threads */
 	bool threads_set;
 	struct cpulist main_cpus; /* main and writer threads */
 	bool main_cpus_set;
@@ -23,11 +23,11 @@ struct common_params {
 	const char *load_cgroup;   /* load processes write their PID here (a cgroup.procs) */
 	struct policy_spec policy;
 	bool allow_fallback;
-	int64_t loops;            /* cycles per thread, 0 = no limit */
+	int64_t loops; /* cycles per thread, 0 = no limit */
 	bool loops_set;
-	int64_t duration_ns;      /* 0 = no limit */
+	int64_t duration_ns; /* 0 = no limit */
 	bool duration_set;
-	const char *json_path;    /* NULL: human summary only; "-": stdout */
+	const char *json_path; /* NULL: human summary only; "-": stdout */
 	const char *raw_path;
 	bool quiet;
 	const char *progress_path; /* JSON lines of live statistics; "-": stdout */
@@ -36,14 +36,14 @@ struct common_params {
 	int64_t settle_ns;
 	bool settle_set;
 	bool no_mlock;
-	bool stop_on_eof;          /* stop as on SIGHUP when stdin reaches end of file */
-	int64_t dma_latency_ns;    /* a whole number of us: /dev/cpu_dma_latency takes us */
+	bool stop_on_eof;       /* stop as on SIGHUP when stdin reaches end of file */
+	int64_t dma_latency_ns; /* a whole number of us: /dev/cpu_dma_latency takes us */
 	bool dma_latency_set;
-	int64_t deadline_ns;       /* exit 1 when a latency exceeds it */
+	int64_t deadline_ns; /* exit 1 when a latency exceeds it */
 	bool deadline_set;
-	int64_t explain_ns;        /* --explain: explain samples above it (explain.h) */
+	int64_t explain_ns; /* --explain: explain samples above it (explain.h) */
 	bool explain_set;
-	int64_t explain_max;       /* spikes kept and explained */
+	int64_t explain_max; /* spikes kept and explained */
 	bool explain_max_set;
 };
 
@@ -52,8 +52,8 @@ extern const struct opt_desc run_common_opts[];
 
 /* What a meter loop needs to know to stop. */
 struct run_ctl {
-	_Atomic int *stop;  /* set on a signal or an abort */
-	uint64_t loops;     /* 0 = no limit */
+	_Atomic int *stop;   /* set on a signal or an abort */
+	uint64_t loops;      /* 0 = no limit */
 	int64_t duration_ns; /* 0 = no limit; measured from the thread's start_ns */
 };
 

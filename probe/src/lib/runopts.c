@@ -23,36 +23,41 @@
 #define CP(f) offsetof(struct common_params, f)
 
 const struct opt_desc run_common_opts[] = {
-	OPT_DESC("cpus", OPT_CPULIST, 0, 0, "LIST", "one measuring thread pinned per listed CPU (e.g. 1-3)",
-		 CP(cpus), CP(cpus_set)),
-	OPT_DESC("threads", OPT_INT, 1, CPULIST_MAX, "N", "N unpinned measuring threads (default 1)",
-		 CP(threads), CP(threads_set)),
+	OPT_DESC("cpus", OPT_CPULIST, 0, 0, "LIST",
+		 "one measuring thread pinned per listed CPU (e.g. 1-3)", CP(cpus), CP(cpus_set)),
+	OPT_DESC("threads", OPT_INT, 1, CPULIST_MAX, "N",
+		 "N unpinned measuring threads (default 1)", CP(threads), CP(threads_set)),
 	OPT_DESC("main-cpus", OPT_CPULIST, 0, 0, "LIST", "pin the main and raw-writer threads",
 		 CP(main_cpus), CP(main_cpus_set)),
-	OPT_DESC("thread-cgroup", OPT_STRING, 0, 0, "FILE",
-		 "each measuring thread joins this cgroup (writes its thread ID into FILE, a cgroup v1 "
-		 "tasks file) before it pins itself",
-		 CP(thread_cgroup), OPT_NO_SET),
-	OPT_DESC("load-cgroup", OPT_STRING, 0, 0, "FILE",
-		 "each load process joins this cgroup (writes its PID into FILE, a cgroup.procs file) "
-		 "before it sets its CPUs",
-		 CP(load_cgroup), OPT_NO_SET),
-	OPT_DESC("policy", OPT_POLICY, 0, 0, "POLICY",
-		 "other[:NICE] | fifo:PRIO | rr:PRIO | deadline:RUNTIME/DEADLINE/PERIOD (default fifo:99)",
-		 CP(policy), OPT_NO_SET),
+	OPT_DESC(
+		"thread-cgroup", OPT_STRING, 0, 0, "FILE",
+		"each measuring thread joins this cgroup (writes its thread ID into FILE, a cgroup v1 "
+		"tasks file) before it pins itself",
+		CP(thread_cgroup), OPT_NO_SET),
+	OPT_DESC(
+		"load-cgroup", OPT_STRING, 0, 0, "FILE",
+		"each load process joins this cgroup (writes its PID into FILE, a cgroup.procs file) "
+		"before it sets its CPUs",
+		CP(load_cgroup), OPT_NO_SET),
+	OPT_DESC(
+		"policy", OPT_POLICY, 0, 0, "POLICY",
+		"other[:NICE] | fifo:PRIO | rr:PRIO | deadline:RUNTIME/DEADLINE/PERIOD (default fifo:99)",
+		CP(policy), OPT_NO_SET),
 	OPT_DESC("allow-fallback", OPT_FLAG, 0, 0, NULL,
 		 "if the policy or mlock cannot be set, go on and record what was really used",
 		 CP(allow_fallback), OPT_NO_SET),
 	OPT_DESC("loops", OPT_INT, 1, INT64_MAX / 2, "N",
-		 "cycles per thread (default: until --duration or a signal)", CP(loops), CP(loops_set)),
+		 "cycles per thread (default: until --duration or a signal)", CP(loops),
+		 CP(loops_set)),
 	OPT_DESC("duration", OPT_DURATION, NSEC_PER_MSEC, 366 * 24 * 3600 * NSEC_PER_SEC, "DUR",
 		 "measure for this long, e.g. 30s, 10m", CP(duration_ns), CP(duration_set)),
-	OPT_DESC("json", OPT_STRING, 0, 0, "FILE", "write the result document to FILE (\"-\": stdout)",
-		 CP(json_path), OPT_NO_SET),
+	OPT_DESC("json", OPT_STRING, 0, 0, "FILE",
+		 "write the result document to FILE (\"-\": stdout)", CP(json_path), OPT_NO_SET),
 	OPT_DESC("raw", OPT_STRING, 0, 0, "FILE",
 		 "capture every sample to FILE (FILE.N per thread when several)", CP(raw_path),
 		 OPT_NO_SET),
-	OPT_DESC("quiet", OPT_FLAG, 0, 0, NULL, "no live status and no summary", CP(quiet), OPT_NO_SET),
+	OPT_DESC("quiet", OPT_FLAG, 0, 0, NULL, "no live status and no summary", CP(quiet),
+		 OPT_NO_SET),
 	OPT_DESC("progress", OPT_STRING, 0, 0, "FILE",
 		 "write live statistics as JSON lines to FILE every second (\"-\": stdout)",
 		 CP(progress_path), OPT_NO_SET),
@@ -63,26 +68,33 @@ const struct opt_desc run_common_opts[] = {
 		 "run a load while measuring: KIND:ARGS[@CPUS][,policy=P][,nice=N] (repeatable)",
 		 CP(loads), OPT_NO_SET),
 	OPT_DESC("settle", OPT_DURATION, 0, 3600 * NSEC_PER_SEC, "DUR",
-		 "wait after starting loads before measuring (default 1s with loads)", CP(settle_ns),
-		 CP(settle_set)),
+		 "wait after starting loads before measuring (default 1s with loads)",
+		 CP(settle_ns), CP(settle_set)),
 	OPT_DESC("no-mlock", OPT_FLAG, 0, 0, NULL, "do not lock memory or prefault stacks",
 		 CP(no_mlock), OPT_NO_SET),
-	OPT_DESC("stop-on-eof", OPT_FLAG, 0, 0, NULL,
-		 "stop (as on SIGHUP) when standard input reaches end of file: a closed SSH channel "
-		 "or pipe ends the run",
-		 CP(stop_on_eof), OPT_NO_SET),
-	{ .name = "dma-latency", .type = OPT_DURATION, .min = 0, .max = INT32_MAX * NSEC_PER_USEC,
-	  .step = NSEC_PER_USEC, .metavar = "DUR",
+	OPT_DESC(
+		"stop-on-eof", OPT_FLAG, 0, 0, NULL,
+		"stop (as on SIGHUP) when standard input reaches end of file: a closed SSH channel "
+		"or pipe ends the run",
+		CP(stop_on_eof), OPT_NO_SET),
+	{ .name = "dma-latency",
+	  .type = OPT_DURATION,
+	  .min = 0,
+	  .max = INT32_MAX * NSEC_PER_USEC,
+	  .step = NSEC_PER_USEC,
+	  .metavar = "DUR",
 	  .help = "hold /dev/cpu_dma_latency at DUR (whole us, e.g. 0us, 10us) during the run "
 		  "(default: off)",
-	  .offset = CP(dma_latency_ns), .set_offset = CP(dma_latency_set) },
+	  .offset = CP(dma_latency_ns),
+	  .set_offset = CP(dma_latency_set) },
 	OPT_DESC("deadline", OPT_DURATION, 1, 3600 * NSEC_PER_SEC, "DUR",
 		 "exit 1 if any latency exceeds DUR (after writing the document)", CP(deadline_ns),
 		 CP(deadline_set)),
 	OPT_ALIAS("threshold", "deadline"),
 	OPT_DESC("explain", OPT_DURATION, 1, 3600 * NSEC_PER_SEC, "DUR",
 		 "trace the measured CPUs and explain samples above DUR: what ran instead, in ns "
-		 "(wakeup, periodic, response)", CP(explain_ns), CP(explain_set)),
+		 "(wakeup, periodic, response)",
+		 CP(explain_ns), CP(explain_set)),
 	OPT_DESC("explain-max", OPT_INT, 1, EXPLAIN_MAX_MAX, "N",
 		 "explain the N worst samples above --explain (default 10)", CP(explain_max),
 		 CP(explain_max_set)),
@@ -138,8 +150,10 @@ static int check_common(struct run *r, struct opt_fault *at, char *err, size_t e
 		return fault(at, "explain-max", NULL);
 	}
 	if (c->explain_set && !r->m->explainable) {
-		snprintf(err, errlen, "--explain: the %s meter cannot be explained (wakeup, periodic "
-			 "and response can)", r->m->name);
+		snprintf(err, errlen,
+			 "--explain: the %s meter cannot be explained (wakeup, periodic "
+			 "and response can)",
+			 r->m->name);
 		return fault(at, "explain", NULL);
 	}
 	if (!c->settle_set)
@@ -168,13 +182,15 @@ static int check_outputs(struct run *r, struct opt_fault *at, char *err, size_t 
 	int rc;
 
 	if (c->json_path && (rc = atomic_check(c->json_path))) {
-		snprintf(err, errlen, "--json: cannot write \"%.300s\" (%s)", c->json_path, strerror(-rc));
+		snprintf(err, errlen, "--json: cannot write \"%.300s\" (%s)", c->json_path,
+			 strerror(-rc));
 		return fault(at, "json", c->json_path);
 	}
 	for (int i = 0; c->raw_path && i < r->nthreads; i++) {
 		run_raw_path(r, i, path, sizeof(path));
 		if ((rc = file_check_writable(path))) {
-			snprintf(err, errlen, "--raw: cannot write \"%.300s\" (%s)", path, strerror(-rc));
+			snprintf(err, errlen, "--raw: cannot write \"%.300s\" (%s)", path,
+				 strerror(-rc));
 			return fault(at, "raw", c->raw_path);
 		}
 	}
@@ -211,7 +227,8 @@ static int open_progress(struct run *r, struct opt_fault *at, char *err, size_t 
 	if (!rc && !(r->progress = outfile_stream(o)))
 		rc = -errno;
 	if (rc) {
-		snprintf(err, errlen, "--progress: cannot write \"%.300s\" (%s)", path, strerror(-rc));
+		snprintf(err, errlen, "--progress: cannot write \"%.300s\" (%s)", path,
+			 strerror(-rc));
 		return fault(at, "progress", path);
 	}
 	(void)setvbuf(r->progress, NULL, _IOLBF, 0);

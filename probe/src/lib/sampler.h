@@ -30,34 +30,34 @@ struct mthread {
 	 * them from another thread: relaxed atomics, plain moves on common CPUs. */
 	_Alignas(64) _Atomic uint64_t count;
 	_Atomic int64_t last_ns, min_ns, max_ns, sum_ns;
-	int64_t worst_floor;      /* a sample above this enters worst[] */
-	double sumsq;             /* ns^2, for the standard deviation */
+	int64_t worst_floor; /* a sample above this enters worst[] */
+	double sumsq;        /* ns^2, for the standard deviation */
 	struct hist *hist;
 
 	struct series series;
-	int64_t start_ns;         /* CLOCK_MONOTONIC at the first target computation */
-	struct ring *ring;        /* NULL when raw capture is off */
-	uint64_t overruns;        /* wake-ups later than a whole period */
-	uint64_t raw_lost;        /* raw samples dropped because the ring was full */
+	int64_t start_ns;  /* CLOCK_MONOTONIC at the first target computation */
+	struct ring *ring; /* NULL when raw capture is off */
+	uint64_t overruns; /* wake-ups later than a whole period */
+	uint64_t raw_lost; /* raw samples dropped because the ring was full */
 	struct worst_entry worst[WORST_N];
 	int nworst;
-	int64_t explain_floor;    /* --explain: a sample above this is marked in the trace */
-	int64_t miss_floor;       /* --deadline: a sample above this is a miss; INT64_MAX without */
-	_Atomic uint64_t misses;  /* samples above --deadline, read live by the progress stream */
+	int64_t explain_floor;   /* --explain: a sample above this is marked in the trace */
+	int64_t miss_floor;      /* --deadline: a sample above this is a miss; INT64_MAX without */
+	_Atomic uint64_t misses; /* samples above --deadline, read live by the progress stream */
 
 	int index;
-	int cpu;                  /* pinned CPU, -1 when unpinned */
+	int cpu; /* pinned CPU, -1 when unpinned */
 	pid_t tid;
-	int64_t period_ns;        /* nominal activation period */
+	int64_t period_ns;         /* nominal activation period */
 	struct policy_spec policy; /* read back from the kernel */
-	bool fallback;            /* the requested policy could not be set */
+	bool fallback;             /* the requested policy could not be set */
 	char setup_err[300];
-	int setup_rc;             /* 0, or -errno when setup failed */
+	int setup_rc; /* 0, or -errno when setup failed */
 	char raw_path[4096];
 	pthread_t pthread;
 	bool started;
-	void *run;                /* the struct run this thread belongs to */
-	void *mstate;             /* the meter's per-thread state (thread_state_size bytes) */
+	void *run;    /* the struct run this thread belongs to */
+	void *mstate; /* the meter's per-thread state (thread_state_size bytes) */
 };
 
 /* --explain: mark sample V in the trace (explain.c). */

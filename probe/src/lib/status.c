@@ -18,18 +18,15 @@ void status_draw(struct run *r)
 		char cur[24] = "-", mn[24] = "-", avg[24] = "-", mx[24] = "-", cpu[16] = "any";
 
 		if (n) {
-			format_duration(MT_GET(t, last_ns), cur,
-					sizeof(cur));
-			format_duration(MT_GET(t, min_ns), mn,
-					sizeof(mn));
-			format_duration(MT_GET(t, sum_ns) / (int64_t)n,
-					avg, sizeof(avg));
-			format_duration(MT_GET(t, max_ns), mx,
-					sizeof(mx));
+			format_duration(MT_GET(t, last_ns), cur, sizeof(cur));
+			format_duration(MT_GET(t, min_ns), mn, sizeof(mn));
+			format_duration(MT_GET(t, sum_ns) / (int64_t)n, avg, sizeof(avg));
+			format_duration(MT_GET(t, max_ns), mx, sizeof(mx));
 		}
 		if (t->cpu >= 0)
 			snprintf(cpu, sizeof(cpu), "%d", t->cpu);
-		fprintf(stderr, "\033[KT%-2d cpu %-3s %11llu cycles  cur %9s  min %9s  avg %9s  max %9s\n",
+		fprintf(stderr,
+			"\033[KT%-2d cpu %-3s %11llu cycles  cur %9s  min %9s  avg %9s  max %9s\n",
 			t->index, cpu, (unsigned long long)n, cur, mn, avg, mx);
 	}
 	r->status_drawn = true;
@@ -105,12 +102,16 @@ void progress_fail(struct run *r, int err)
 	int sig = r->progress_out.stop_signal;
 
 	if (err == EINTR)
-		fprintf(stderr, "rtlab-probe %s: --progress: stopped by %s while waiting for a reader "
-			"of \"%.300s\": %s\n", r->m->name, stopsig_name(sig), path,
+		fprintf(stderr,
+			"rtlab-probe %s: --progress: stopped by %s while waiting for a reader "
+			"of \"%.300s\": %s\n",
+			r->m->name, stopsig_name(sig), path,
 			r->progress ? "the stream ends here" : "nothing written");
 	else
-		fprintf(stderr, "rtlab-probe %s: --progress: cannot write \"%.300s\" (%s): the stream "
-			"ends here\n", r->m->name, path, strerror(err));
+		fprintf(stderr,
+			"rtlab-probe %s: --progress: cannot write \"%.300s\" (%s): the stream "
+			"ends here\n",
+			r->m->name, path, strerror(err));
 	if (sig && !r->stop_signal)
 		r->stop_signal = sig;
 	if (r->stop_signal)

@@ -153,8 +153,10 @@ int parse_size_bytes(const char *s, int64_t *out_bytes, char *err, size_t errlen
 		sfx = strchr(suffixes, c);
 		/* "K" and "KiB" both mean 1024: a probe buffer is never sized in SI units */
 		if (!sfx || (p[1] && strcmp(p + 1, "iB") && strcmp(p + 1, "B"))) {
-			snprintf(err, errlen, "\"%s\": unknown size unit \"%s\" (K, M, G, T or KiB, MiB, GiB, TiB)",
-				 s, p);
+			snprintf(
+				err, errlen,
+				"\"%s\": unknown size unit \"%s\" (K, M, G, T or KiB, MiB, GiB, TiB)",
+				s, p);
 			return -EINVAL;
 		}
 		mult = (int64_t)1 << (10 * (sfx - suffixes + 1));
@@ -191,7 +193,9 @@ int parse_int64(const char *s, int64_t *out)
 void format_duration(int64_t ns, char *buf, size_t len)
 {
 	static const struct unit units[] = {
-		{ "us", NSEC_PER_USEC }, { "ms", NSEC_PER_MSEC }, { "s", NSEC_PER_SEC },
+		{ "us", NSEC_PER_USEC },
+		{ "ms", NSEC_PER_MSEC },
+		{ "s", NSEC_PER_SEC },
 	};
 	const char *sign = ns < 0 ? "-" : "";
 	uint64_t a = ns < 0 ? -(uint64_t)ns : (uint64_t)ns;

@@ -38,9 +38,11 @@ static int find_mount(char *root, size_t len)
 	if (!f)
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%255s %511s %63s", dev, dir, type) != 3 || strcmp(type, "tracefs"))
+		if (sscanf(line, "%255s %511s %63s", dev, dir, type) != 3 ||
+		    strcmp(type, "tracefs"))
 			continue;
-		if (found && strlen(dir) < len) { /* the first one, unless the default comes later */
+		if (found &&
+		    strlen(dir) < len) { /* the first one, unless the default comes later */
 			unescape_mount(dir, root, len);
 			found = 0;
 		}
@@ -60,7 +62,8 @@ int tracefs_open(struct tracefs *fs, bool may_mount, char *err, size_t errlen)
 	memset(fs, 0, sizeof(*fs));
 	if (fake && *fake) { /* tests: a tree standing in for tracefs, never mounted */
 		if (strlen(fake) >= sizeof(fs->root) || access(fake, F_OK)) {
-			snprintf(err, errlen, "%s=%.200s: no such directory", TRACEFS_ROOT_ENV, fake);
+			snprintf(err, errlen, "%s=%.200s: no such directory", TRACEFS_ROOT_ENV,
+				 fake);
 			return -ENOENT;
 		}
 		snprintf(fs->root, sizeof(fs->root), "%s", fake);
@@ -90,12 +93,14 @@ int tracefs_instance_create(const struct tracefs *fs, pid_t pid, struct tracefs_
 	char path[sizeof(in->path)];
 
 	in->path[0] = '\0';
-	snprintf(path, sizeof(path), "%s/instances/%s%d", fs->root, TRACEFS_INSTANCE_PREFIX, (int)pid);
+	snprintf(path, sizeof(path), "%s/instances/%s%d", fs->root, TRACEFS_INSTANCE_PREFIX,
+		 (int)pid);
 	/* EEXIST: left by a dead process that had our PID (a live one would be us). */
 	if (mkdir(path, 0700) && (errno != EEXIST || rmdir(path) || mkdir(path, 0700))) {
 		int rc = -errno;
 
-		snprintf(err, errlen, "cannot create the tracefs instance %s (%s)", path, strerror(errno));
+		snprintf(err, errlen, "cannot create the tracefs instance %s (%s)", path,
+			 strerror(errno));
 		return rc;
 	}
 	snprintf(in->path, sizeof(in->path), "%s", path);

@@ -23,15 +23,15 @@ struct tracefs {
 };
 
 struct tracefs_instance {
-	char path[320];    /* ROOT/instances/NAME; empty when none */
+	char path[320]; /* ROOT/instances/NAME; empty when none */
 };
 
 /* One sched:sched_switch line of a trace file. */
 struct tracefs_switch {
-	int64_t ts_ns;         /* trace clock, µs resolution in the text */
+	int64_t ts_ns; /* trace clock, µs resolution in the text */
 	pid_t prev_pid;
-	int prev_prio;         /* kernel prio: 0..99 real-time (99 - rtprio), 100..139 fair, -1 deadline */
-	bool prev_runnable;    /* prev_state R or R+: switched out while it could run */
+	int prev_prio; /* kernel prio: 0..99 real-time (99 - rtprio), 100..139 fair, -1 deadline */
+	bool prev_runnable; /* prev_state R or R+: switched out while it could run */
 	char next_comm[16];
 	pid_t next_pid;
 	int next_prio;

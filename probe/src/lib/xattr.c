@@ -59,7 +59,7 @@ static bool correct(struct xstate *s, int32_t pid, const char *comm)
 static void apply(struct xstate *s, const struct xev *e)
 {
 	static const uint8_t push_kind[] = {
-		[XE_IRQ_IN] = XK_IRQ, [XE_SOFT_IN] = XK_SOFTIRQ, [XE_HRT_IN] = XK_TIMER,
+		[XE_IRQ_IN] = XK_IRQ,    [XE_SOFT_IN] = XK_SOFTIRQ, [XE_HRT_IN] = XK_TIMER,
 		[XE_VEC_IN] = XK_VECTOR, [XE_IPI_IN] = XK_VECTOR,
 	};
 
@@ -73,7 +73,11 @@ static void apply(struct xstate *s, const struct xev *e)
 		s->depth = 0; /* no task switch inside an interrupt */
 		s->in_work = false;
 		return;
-	case XE_IRQ_IN: case XE_SOFT_IN: case XE_HRT_IN: case XE_VEC_IN: case XE_IPI_IN:
+	case XE_IRQ_IN:
+	case XE_SOFT_IN:
+	case XE_HRT_IN:
+	case XE_VEC_IN:
+	case XE_IPI_IN:
 		if (s->depth < XCTX_MAX) {
 			struct xctx *c = &s->ctx[s->depth++];
 
@@ -87,16 +91,28 @@ static void apply(struct xstate *s, const struct xev *e)
 			}
 		}
 		break;
-	case XE_IRQ_OUT: ctx_pop(s, XK_IRQ); break;
-	case XE_SOFT_OUT: ctx_pop(s, XK_SOFTIRQ); break;
-	case XE_HRT_OUT: ctx_pop(s, XK_TIMER); break;
-	case XE_VEC_OUT: case XE_IPI_OUT: ctx_pop(s, XK_VECTOR); break;
+	case XE_IRQ_OUT:
+		ctx_pop(s, XK_IRQ);
+		break;
+	case XE_SOFT_OUT:
+		ctx_pop(s, XK_SOFTIRQ);
+		break;
+	case XE_HRT_OUT:
+		ctx_pop(s, XK_TIMER);
+		break;
+	case XE_VEC_OUT:
+	case XE_IPI_OUT:
+		ctx_pop(s, XK_VECTOR);
+		break;
 	case XE_WORK_IN:
 		s->in_work = true;
 		scopy(s->work, sizeof(s->work), e->name);
 		break;
-	case XE_WORK_OUT: s->in_work = false; break;
-	default: break;
+	case XE_WORK_OUT:
+		s->in_work = false;
+		break;
+	default:
+		break;
 	}
 }
 
@@ -126,20 +142,26 @@ static const struct xev *ring_at(const struct xring *r, uint32_t i)
 const char *xkind_cause_name(uint8_t kind)
 {
 	switch (kind) {
-	case XK_THREAD: return "thread";
-	case XK_IRQ: case XK_VECTOR: return "irq";
-	case XK_SOFTIRQ: return "softirq";
-	case XK_TIMER: return "timer";
-	default: return "other";
+	case XK_THREAD:
+		return "thread";
+	case XK_IRQ:
+	case XK_VECTOR:
+		return "irq";
+	case XK_SOFTIRQ:
+		return "softirq";
+	case XK_TIMER:
+		return "timer";
+	default:
+		return "other";
 	}
 }
 
 const char *xkind_seg_name(uint8_t kind)
 {
 	static const char *const names[] = {
-		[XK_THREAD] = "thread", [XK_SELF] = "self", [XK_IDLE] = "idle", [XK_IRQ] = "irq",
-		[XK_VECTOR] = "irq", [XK_SOFTIRQ] = "softirq", [XK_TIMER] = "timer",
-		[XK_UNKNOWN] = "unknown",
+		[XK_THREAD] = "thread", [XK_SELF] = "self",       [XK_IDLE] = "idle",
+		[XK_IRQ] = "irq",       [XK_VECTOR] = "irq",      [XK_SOFTIRQ] = "softirq",
+		[XK_TIMER] = "timer",   [XK_UNKNOWN] = "unknown",
 	};
 
 	return kind <= XK_UNKNOWN ? names[kind] : "unknown";
@@ -171,7 +193,8 @@ static void seg_of(const struct xstate *s, pid_t tid, struct xseg *g)
 /* Policy and priority of PID from /proc (fields 19 nice, 40 rt_priority, 41 policy). */
 static void read_policy(struct xcause *c)
 {
-	static const char *const names[] = { "other", "fifo", "rr", "batch", "iso", "idle", "deadline" };
+	static const char *const names[] = { "other", "fifo", "rr",      "batch",
+					     "iso",   "idle", "deadline" };
 	char path[40], buf[1024], *p;
 	long nice = 0, rtprio = 0, policy = -1;
 	size_t n;
@@ -258,7 +281,10 @@ static void attribute(struct xspike *x, const struct xstate *s, const struct xse
 		return;
 	}
 	switch (g->kind) {
-	case XK_IRQ: case XK_VECTOR: case XK_SOFTIRQ: case XK_TIMER:
+	case XK_IRQ:
+	case XK_VECTOR:
+	case XK_SOFTIRQ:
+	case XK_TIMER:
 		cause_get(x, g->kind, g->id, g->name)->ns += b - a;
 		return;
 	case XK_THREAD:
@@ -330,7 +356,8 @@ static const char *unexpl_task(const struct xspike *x, int64_t *ns, int32_t *pid
 	int best = -1;
 
 	for (int i = 0; i < XUNEXPL_CTX; i++)
-		if (x->unexpl_ctx[i].ns && (best < 0 || x->unexpl_ctx[i].ns > x->unexpl_ctx[best].ns))
+		if (x->unexpl_ctx[i].ns &&
+		    (best < 0 || x->unexpl_ctx[i].ns > x->unexpl_ctx[best].ns))
 			best = i;
 	*ns = best < 0 ? 0 : x->unexpl_ctx[best].ns;
 	*pid = best < 0 ? -1 : x->unexpl_ctx[best].pid;
@@ -350,38 +377,48 @@ static void xspike_verdict(struct xspike *x)
 		fmt_ns(x->unexplained_ns, d, sizeof(d));
 		task = unexpl_task(x, &task_ns, &task_pid);
 		if (x->unexplained_idle_ns * 2 >= x->unexplained_ns)
-			n = snprintf(x->verdict, sizeof(x->verdict),
-				     "no event for %s while the CPU was idle: CPU not available to the "
-				     "kernel (hypervisor or SMI) or a slow idle-state exit", d);
+			n = snprintf(
+				x->verdict, sizeof(x->verdict),
+				"no event for %s while the CPU was idle: CPU not available to the "
+				"kernel (hypervisor or SMI) or a slow idle-state exit",
+				d);
 		else if (task && task_pid == x->tid)
-			n = snprintf(x->verdict, sizeof(x->verdict),
-				     "no event for %s while the measuring thread was switched in: CPU "
-				     "not available to the kernel (hypervisor or SMI) or interrupts off", d);
+			n = snprintf(
+				x->verdict, sizeof(x->verdict),
+				"no event for %s while the measuring thread was switched in: CPU "
+				"not available to the kernel (hypervisor or SMI) or interrupts off",
+				d);
 		else if (task)
-			n = snprintf(x->verdict, sizeof(x->verdict),
-				     "no event for %s while `%s` ran: interrupts off or non-preemptible "
-				     "kernel code, an SMI or the hypervisor", d, task);
+			n = snprintf(
+				x->verdict, sizeof(x->verdict),
+				"no event for %s while `%s` ran: interrupts off or non-preemptible "
+				"kernel code, an SMI or the hypervisor",
+				d, task);
 		else
-			n = snprintf(x->verdict, sizeof(x->verdict),
-				     "no event for %s: CPU not available to the kernel (hypervisor or "
-				     "SMI) or interrupts off", d);
+			n = snprintf(
+				x->verdict, sizeof(x->verdict),
+				"no event for %s: CPU not available to the kernel (hypervisor or "
+				"SMI) or interrupts off",
+				d);
 	} else {
 		fmt_ns(c->ns, d, sizeof(d));
 		switch (c->kind) {
 		case XK_THREAD:
 			if (c->policy[0] && c->priority_known)
 				snprintf(pol, sizeof(pol), ", %s %s%d", c->policy,
-					 strcmp(c->policy, "fifo") && strcmp(c->policy, "rr") ? "nice " : "",
+					 strcmp(c->policy, "fifo") && strcmp(c->policy, "rr")
+						 ? "nice "
+						 : "",
 					 (int)c->priority);
 			else if (c->policy[0])
 				snprintf(pol, sizeof(pol), ", %s", c->policy);
-			n = snprintf(x->verdict, sizeof(x->verdict), "thread `%s` (PID %d%s) ran %s%s%s",
-				     c->name, (int)c->id, pol, d, c->work[0] ? " running work " : "",
-				     c->work);
+			n = snprintf(x->verdict, sizeof(x->verdict),
+				     "thread `%s` (PID %d%s) ran %s%s%s", c->name, (int)c->id, pol,
+				     d, c->work[0] ? " running work " : "", c->work);
 			break;
 		case XK_IRQ:
-			n = snprintf(x->verdict, sizeof(x->verdict), "IRQ %d %s handler %s", (int)c->id,
-				     c->name, d);
+			n = snprintf(x->verdict, sizeof(x->verdict), "IRQ %d %s handler %s",
+				     (int)c->id, c->name, d);
 			break;
 		case XK_VECTOR:
 			n = snprintf(x->verdict, sizeof(x->verdict), "%s interrupt %s", c->name, d);
@@ -390,7 +427,8 @@ static void xspike_verdict(struct xspike *x)
 			n = snprintf(x->verdict, sizeof(x->verdict), "softirq %s %s", c->name, d);
 			break;
 		case XK_TIMER:
-			n = snprintf(x->verdict, sizeof(x->verdict), "hrtimer callback %s %s", c->name, d);
+			n = snprintf(x->verdict, sizeof(x->verdict), "hrtimer callback %s %s",
+				     c->name, d);
 			break;
 		default:
 			n = snprintf(x->verdict, sizeof(x->verdict), "%s %s", c->name, d);
@@ -405,7 +443,7 @@ static void xspike_verdict(struct xspike *x)
 void xattr_explain(const struct xring *r, const struct xmark *m, int cpu, pid_t tid,
 		   int64_t offset_ns, int64_t lookback_ns, struct xspike *x)
 {
-	const int64_t act = m->act_ns + offset_ns;      /* trace clock */
+	const int64_t act = m->act_ns + offset_ns; /* trace clock */
 	const int64_t lo = act - lookback_ns, wake = act + m->lat_ns;
 	struct xstate s = r->base;
 	struct xseg g;

@@ -26,18 +26,18 @@
 #define XUNEXPL_CTX 4
 
 enum xkind {
-	XK_THREAD,   /* another task */
-	XK_SELF,     /* the measuring thread */
-	XK_IDLE,     /* the idle task (pid 0) */
-	XK_IRQ,      /* a device IRQ handler */
-	XK_VECTOR,   /* an x86 system vector or an IPI (no IRQ number) */
+	XK_THREAD, /* another task */
+	XK_SELF,   /* the measuring thread */
+	XK_IDLE,   /* the idle task (pid 0) */
+	XK_IRQ,    /* a device IRQ handler */
+	XK_VECTOR, /* an x86 system vector or an IPI (no IRQ number) */
 	XK_SOFTIRQ,
-	XK_TIMER,    /* an hrtimer callback */
-	XK_UNKNOWN,  /* nothing known yet about the CPU */
+	XK_TIMER,   /* an hrtimer callback */
+	XK_UNKNOWN, /* nothing known yet about the CPU */
 };
 
 struct xctx {
-	uint8_t kind;  /* XK_IRQ, XK_VECTOR, XK_SOFTIRQ, XK_TIMER */
+	uint8_t kind; /* XK_IRQ, XK_VECTOR, XK_SOFTIRQ, XK_TIMER */
 	int32_t num;
 	char name[XE_NAME_LEN];
 };
@@ -45,37 +45,37 @@ struct xctx {
 /* What a CPU is doing at a point of its trace. */
 struct xstate {
 	bool known;
-	int32_t pid, prio;            /* current task; prio as the kernel prints it */
+	int32_t pid, prio; /* current task; prio as the kernel prints it */
 	char comm[XE_COMM_LEN];
 	int depth;
-	struct xctx ctx[XCTX_MAX];    /* interrupt contexts, innermost last */
+	struct xctx ctx[XCTX_MAX]; /* interrupt contexts, innermost last */
 	bool in_work;
-	char work[XE_NAME_LEN];       /* the work item a kworker is running */
+	char work[XE_NAME_LEN]; /* the work item a kworker is running */
 };
 
 /* The recent events of one CPU. */
 struct xring {
 	struct xev *ev;
-	uint32_t cap, head, n;        /* head: next slot written */
-	struct xstate base;           /* state after every event evicted */
-	int64_t evicted_ts;           /* newest evicted event, INT64_MIN: none */
-	int64_t last_ts;              /* newest event pushed */
+	uint32_t cap, head, n; /* head: next slot written */
+	struct xstate base;    /* state after every event evicted */
+	int64_t evicted_ts;    /* newest evicted event, INT64_MIN: none */
+	int64_t last_ts;       /* newest event pushed */
 };
 
 struct xseg {
-	int64_t start_ns, end_ns;     /* relative to the intended activation */
-	uint8_t kind;                 /* enum xkind */
-	int32_t id;                   /* pid, IRQ or vector */
+	int64_t start_ns, end_ns; /* relative to the intended activation */
+	uint8_t kind;             /* enum xkind */
+	int32_t id;               /* pid, IRQ or vector */
 	char name[XE_NAME_LEN];
 };
 
 struct xcause {
-	uint8_t kind;                 /* enum xkind; XK_SELF is reported as "other" */
+	uint8_t kind; /* enum xkind; XK_SELF is reported as "other" */
 	int32_t id;
 	char name[XE_NAME_LEN];
-	char work[XE_NAME_LEN];       /* threads: the work item that ran longest, or "" */
-	char policy[12];              /* threads: "fifo" …, "" when unknown */
-	int32_t priority;             /* threads: rt priority, or nice for the fair classes */
+	char work[XE_NAME_LEN]; /* threads: the work item that ran longest, or "" */
+	char policy[12];        /* threads: "fifo" …, "" when unknown */
+	int32_t priority;       /* threads: rt priority, or nice for the fair classes */
 	bool priority_known;
 	int64_t ns;
 };
@@ -86,18 +86,18 @@ struct xspike {
 	pid_t tid;
 	int64_t lookback_ns;
 	int ncauses;
-	struct xcause causes[XCAUSE_MAX];  /* sorted by ns, largest first */
+	struct xcause causes[XCAUSE_MAX]; /* sorted by ns, largest first */
 	int64_t unexplained_ns;
-	int64_t unexplained_idle_ns;        /* part of it while the CPU was idle */
+	int64_t unexplained_idle_ns; /* part of it while the CPU was idle */
 	struct {
 		int32_t pid;
 		char comm[XE_COMM_LEN];
 		int64_t ns;
-	} unexpl_ctx[XUNEXPL_CTX];          /* tasks current during unexplained time */
-	int64_t woken_ns, switched_ns;      /* relative to activation; -1: not seen */
+	} unexpl_ctx[XUNEXPL_CTX];     /* tasks current during unexplained time */
+	int64_t woken_ns, switched_ns; /* relative to activation; -1: not seen */
 	bool events_lost, truncated;
 	int nseg;
-	bool seg_dropped;                   /* more segments than XSEG_MAX: the earliest dropped */
+	bool seg_dropped; /* more segments than XSEG_MAX: the earliest dropped */
 	struct xseg seg[XSEG_MAX];
 	char verdict[240];
 };

@@ -219,8 +219,9 @@ int xtrace_parse(const char *line, struct xev *ev, int *cpu, const char **mark)
 
 int xmark_format(const struct xmark *m, char *buf, int len)
 {
-	int n = snprintf(buf, (size_t)len, XMARK_TAG " thread=%d cycle=%" PRIu64 " act=%" PRId64
-			 " lat=%" PRId64 " at=%" PRId64 "\n",
+	int n = snprintf(buf, (size_t)len,
+			 XMARK_TAG " thread=%d cycle=%" PRIu64 " act=%" PRId64 " lat=%" PRId64
+				   " at=%" PRId64 "\n",
 			 m->thread, m->cycle, m->act_ns, m->lat_ns, m->write_ns);
 
 	return n < len ? n : len - 1;
@@ -230,9 +231,11 @@ int xmark_parse(const char *text, struct xmark *m)
 {
 	int used = 0;
 
-	if (sscanf(text, XMARK_TAG " thread=%d cycle=%" SCNu64 " act=%" SCNd64 " lat=%" SCNd64
-		   " at=%" SCNd64 "%n",
-		   &m->thread, &m->cycle, &m->act_ns, &m->lat_ns, &m->write_ns, &used) != 5 || !used)
+	if (sscanf(text,
+		   XMARK_TAG " thread=%d cycle=%" SCNu64 " act=%" SCNd64 " lat=%" SCNd64
+			     " at=%" SCNd64 "%n",
+		   &m->thread, &m->cycle, &m->act_ns, &m->lat_ns, &m->write_ns, &used) != 5 ||
+	    !used)
 		return -EINVAL;
 	return m->thread >= 0 && m->lat_ns >= 0 ? 0 : -EINVAL;
 }

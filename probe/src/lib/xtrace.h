@@ -13,34 +13,34 @@
 #include <stdint.h>
 
 enum xev_type {
-	XE_NONE = 0,  /* an event the explanation does not use */
-	XE_SWITCH,    /* sched_switch: pid, num = next prio, name = next comm */
-	XE_WAKING,    /* sched_waking / sched_wakeup: pid of the woken task */
-	XE_IRQ_IN,    /* irq_handler_entry: num = IRQ, name */
-	XE_IRQ_OUT,   /* irq_handler_exit: num = IRQ */
-	XE_SOFT_IN,   /* softirq_entry: num = vector, name = action */
-	XE_SOFT_OUT,  /* softirq_exit */
-	XE_HRT_IN,    /* hrtimer_expire_entry: name = callback */
-	XE_HRT_OUT,   /* hrtimer_expire_exit */
-	XE_VEC_IN,    /* x86 irq_vectors:*_entry: num = vector, name = "local_timer" … */
-	XE_VEC_OUT,   /* irq_vectors:*_exit */
-	XE_IPI_IN,    /* ipi:ipi_entry (arm, arm64): name = reason */
-	XE_IPI_OUT,   /* ipi:ipi_exit */
-	XE_WORK_IN,   /* workqueue_execute_start: name = work function */
-	XE_WORK_OUT,  /* workqueue_execute_end */
-	XE_MARK,      /* tracing_mark_write: the text is not kept in the event */
-	XE_LOST,      /* "CPU:N [LOST n EVENTS]": num = n (saturated) */
+	XE_NONE = 0, /* an event the explanation does not use */
+	XE_SWITCH,   /* sched_switch: pid, num = next prio, name = next comm */
+	XE_WAKING,   /* sched_waking / sched_wakeup: pid of the woken task */
+	XE_IRQ_IN,   /* irq_handler_entry: num = IRQ, name */
+	XE_IRQ_OUT,  /* irq_handler_exit: num = IRQ */
+	XE_SOFT_IN,  /* softirq_entry: num = vector, name = action */
+	XE_SOFT_OUT, /* softirq_exit */
+	XE_HRT_IN,   /* hrtimer_expire_entry: name = callback */
+	XE_HRT_OUT,  /* hrtimer_expire_exit */
+	XE_VEC_IN,   /* x86 irq_vectors:*_entry: num = vector, name = "local_timer" … */
+	XE_VEC_OUT,  /* irq_vectors:*_exit */
+	XE_IPI_IN,   /* ipi:ipi_entry (arm, arm64): name = reason */
+	XE_IPI_OUT,  /* ipi:ipi_exit */
+	XE_WORK_IN,  /* workqueue_execute_start: name = work function */
+	XE_WORK_OUT, /* workqueue_execute_end */
+	XE_MARK,     /* tracing_mark_write: the text is not kept in the event */
+	XE_LOST,     /* "CPU:N [LOST n EVENTS]": num = n (saturated) */
 };
 
 #define XE_NAME_LEN 32
 #define XE_COMM_LEN 16
 
 struct xev {
-	int64_t ts_ns;            /* trace clock, µs resolution */
-	int32_t pid;              /* XE_SWITCH: next pid; XE_WAKING: woken pid */
-	int32_t num;              /* see enum xev_type */
-	int32_t cur_pid;          /* the task the line names (current on that CPU), -1 unknown */
-	uint8_t type;             /* enum xev_type */
+	int64_t ts_ns;   /* trace clock, µs resolution */
+	int32_t pid;     /* XE_SWITCH: next pid; XE_WAKING: woken pid */
+	int32_t num;     /* see enum xev_type */
+	int32_t cur_pid; /* the task the line names (current on that CPU), -1 unknown */
+	uint8_t type;    /* enum xev_type */
 	char name[XE_NAME_LEN];
 	char cur_comm[XE_COMM_LEN];
 };
@@ -55,11 +55,11 @@ int xtrace_parse(const char *line, struct xev *ev, int *cpu, const char **mark);
 
 /* An rtlab spike marker, written by the measuring thread into trace_marker. */
 struct xmark {
-	int thread;          /* index of the measuring thread */
+	int thread; /* index of the measuring thread */
 	uint64_t cycle;
-	int64_t act_ns;      /* intended activation, CLOCK_MONOTONIC */
-	int64_t lat_ns;      /* latency: the wake-up was at act_ns + lat_ns */
-	int64_t write_ns;    /* CLOCK_MONOTONIC just before the marker was written */
+	int64_t act_ns;   /* intended activation, CLOCK_MONOTONIC */
+	int64_t lat_ns;   /* latency: the wake-up was at act_ns + lat_ns */
+	int64_t write_ns; /* CLOCK_MONOTONIC just before the marker was written */
 };
 
 #define XMARK_TAG "rtlab-spike"

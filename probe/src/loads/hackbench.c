@@ -19,7 +19,6 @@
 #define HACKBENCH_DEFAULT_FDS 20
 #define HACKBENCH_MAX_FDS 256
 
-
 static int hackbench_parse(const char *args, struct load_spec *spec, char *err, size_t errlen)
 {
 	struct groups_args *cfg = (struct groups_args *)spec->cfg;
@@ -78,7 +77,8 @@ static void hackbench_json(struct jw *w, const struct load_spec *spec)
 const struct load_kind load_hackbench = {
 	.name = "hackbench",
 	.syntax = "hackbench:GROUPS[:pipe|socket][:FDS]",
-	.summary = "rt-tests hackbench rounds back to back (GROUPS of FDS=20 senders and receivers)",
+	.summary =
+		"rt-tests hackbench rounds back to back (GROUPS of FDS=20 senders and receivers)",
 	.parse = hackbench_parse,
 	.worker = hackbench_worker,
 	.params_json = hackbench_json,

@@ -88,12 +88,14 @@ static void io_worker(const struct load_spec *spec, int index, volatile uint64_t
 		/* Fresh content each pass, so no layer can skip an unchanged block. */
 		memset(block, (int)(seq++ & 0xff), IO_BLOCK_BYTES);
 		while (done < IO_BLOCK_BYTES) {
-			ssize_t w = pwrite(fd, block + done, IO_BLOCK_BYTES - done, off + (off_t)done);
+			ssize_t w =
+				pwrite(fd, block + done, IO_BLOCK_BYTES - done, off + (off_t)done);
 
 			if (w < 0 && errno == EINTR)
 				continue;
 			if (w <= 0) {
-				struct timespec nap = ns_to_ts(10 * NSEC_PER_MSEC); /* disk full: back off */
+				struct timespec nap =
+					ns_to_ts(10 * NSEC_PER_MSEC); /* disk full: back off */
 
 				(void)nanosleep(&nap, NULL);
 				break;

@@ -24,7 +24,6 @@
 #define IPC_MAX_FDS 256
 #define IPC_FLUSH 64 /* messages counted locally before the shared counter */
 
-
 static int ipc_parse(const char *args, struct load_spec *spec, char *err, size_t errlen)
 {
 	struct groups_args *cfg = (struct groups_args *)spec->cfg;

@@ -48,7 +48,8 @@ static void net_sender(const struct sockaddr_in *addr, size_t msg_bytes)
 
 	if (!msg || fd < 0 || connect(fd, (const struct sockaddr *)addr, sizeof(*addr)))
 		_exit(1);
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)); /* one segment per message */
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
+			 sizeof(one)); /* one segment per message */
 	memset(msg, 0x5a, msg_bytes);
 	for (;;) {
 		size_t done = 0;
@@ -75,8 +76,8 @@ static void net_worker(const struct load_spec *spec, int index, volatile uint64_
 
 	(void)index;
 	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (!buf || lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) || listen(lfd, 1) ||
-	    getsockname(lfd, (struct sockaddr *)&addr, &len))
+	if (!buf || lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) ||
+	    listen(lfd, 1) || getsockname(lfd, (struct sockaddr *)&addr, &len))
 		_exit(1);
 	if (load_fork_child() == 0) {
 		(void)close(lfd);

@@ -82,8 +82,10 @@ static void spin_worker(const struct load_spec *spec, int index, volatile uint64
 		seed = 1;
 	for (;;) {
 		/* window uniformly in [period/2, 3 period/2): the mean is the period */
-		int64_t len = cfg->period_ns / 2 + (int64_t)(xorshift(&seed) % (uint64_t)cfg->period_ns);
-		int64_t target = (int64_t)llround(len * cfg->pct / 100.0); /* CPU ns in this window */
+		int64_t len =
+			cfg->period_ns / 2 + (int64_t)(xorshift(&seed) % (uint64_t)cfg->period_ns);
+		int64_t target =
+			(int64_t)llround(len * cfg->pct / 100.0); /* CPU ns in this window */
 		int64_t end = start + len, cpu0 = thread_cpu_ns(), now, check = start;
 		uint64_t n = 0;
 

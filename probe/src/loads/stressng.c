@@ -63,8 +63,10 @@ static int stressng_parse(const char *args, struct load_spec *spec, char *err, s
 		if (!strcmp(buf, presets[i]))
 			cfg->preset = (int)i;
 	if (cfg->preset < 0) {
-		snprintf(err, errlen, "unknown preset \"%s\" (cpu, vm, io, hdd, full; or arguments "
-			 "starting with -)", buf);
+		snprintf(err, errlen,
+			 "unknown preset \"%s\" (cpu, vm, io, hdd, full; or arguments "
+			 "starting with -)",
+			 buf);
 		return -EINVAL;
 	}
 	if (count && (parse_int64(count, &n) || n < 1 || n > LOAD_MAX_PROCS)) {
@@ -90,13 +92,15 @@ static int build_argv(const struct stressng_cfg *cfg, char *args, char *nums, co
 	}
 	snprintf(nums, 16, "%d", cfg->workers);
 	for (int i = 0; i < 4; i++) {
-		if (!strcmp(presets[cfg->preset], "full") || !strcmp(presets[cfg->preset], opts[i] + 2)) {
+		if (!strcmp(presets[cfg->preset], "full") ||
+		    !strcmp(presets[cfg->preset], opts[i] + 2)) {
 			argv[argc++] = (char *)opts[i];
 			argv[argc++] = nums;
 		}
 	}
 	if (!strcmp(presets[cfg->preset], "hdd") || !strcmp(presets[cfg->preset], "full")) {
-		argv[argc++] = "--hdd-bytes"; /* per worker: small enough to clean up at once on a stop */
+		argv[argc++] =
+			"--hdd-bytes"; /* per worker: small enough to clean up at once on a stop */
 		argv[argc++] = "64M";
 		argv[argc++] = "--temp-path";
 		argv[argc++] = (char *)temp;
@@ -119,7 +123,8 @@ static int stressng_prepare(const struct load_spec *spec, char *err, size_t errl
 		return -EINVAL;
 	}
 	if (cfg->preset >= 3 && (stat(tmp_dir(), &st) || !S_ISDIR(st.st_mode))) {
-		snprintf(err, errlen, "no directory \"%s\" for stress-ng's files ($TMPDIR)", tmp_dir());
+		snprintf(err, errlen, "no directory \"%s\" for stress-ng's files ($TMPDIR)",
+			 tmp_dir());
 		return -EINVAL;
 	}
 	argv[0] = "stress-ng";
@@ -130,7 +135,8 @@ static int stressng_prepare(const struct load_spec *spec, char *err, size_t errl
 		return rc;
 	}
 	if (rc) {
-		snprintf(err, errlen, "stress-ng refuses the arguments (--dry-run exits with %d)", rc);
+		snprintf(err, errlen, "stress-ng refuses the arguments (--dry-run exits with %d)",
+			 rc);
 		return rc == 127 ? -ENOENT : -EINVAL;
 	}
 	return 0;

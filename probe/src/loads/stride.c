@@ -21,7 +21,7 @@
 #include "probe.h"
 
 #define STRIDE_CACHE_DIR "devices/system/cpu/cpu0/cache" /* under sysfs */
-#define STRIDE_FALLBACK_LLC ((int64_t)32 << 20) /* when sysfs lists no cache */
+#define STRIDE_FALLBACK_LLC ((int64_t)32 << 20)          /* when sysfs lists no cache */
 #define STRIDE_MAX_SIZE ((int64_t)1 << 34)
 /* Default buffer per worker at most: twice the largest LLC of current CPUs (about 0.5 GiB). */
 #define STRIDE_CAP_BYTES ((int64_t)1 << 30)
@@ -31,10 +31,10 @@
 
 struct stride_cfg {
 	int64_t stride_bytes;
-	int64_t size_bytes;   /* of each worker's buffer */
-	int64_t llc_bytes;    /* as read from sysfs, 0 if unknown */
-	bool capped;          /* the default (2x the LLC) was cut to the cap */
-	char stride_name[8];  /* "line", "page" or "" */
+	int64_t size_bytes;  /* of each worker's buffer */
+	int64_t llc_bytes;   /* as read from sysfs, 0 if unknown */
+	bool capped;         /* the default (2x the LLC) was cut to the cap */
+	char stride_name[8]; /* "line", "page" or "" */
 };
 
 static int64_t read_sysfs_int(const char *path)
@@ -138,8 +138,8 @@ static int stride_parse(const char *args, struct load_spec *spec, char *err, siz
 		if (parse_size_bytes(size, &cfg->size_bytes, serr, sizeof(serr)) ||
 		    cfg->size_bytes < cfg->stride_bytes || cfg->size_bytes > STRIDE_MAX_SIZE ||
 		    (uint64_t)cfg->size_bytes > SIZE_MAX / 2) {
-			snprintf(err, errlen, "size \"%s\" must be at least the stride and at most 16G",
-				 size);
+			snprintf(err, errlen,
+				 "size \"%s\" must be at least the stride and at most 16G", size);
 			return -EINVAL;
 		}
 	}
@@ -180,10 +180,11 @@ static const char *stride_note(const struct stride_cfg *cfg)
 {
 	if (cfg->llc_bytes <= 0 || cfg->size_bytes > cfg->llc_bytes)
 		return NULL;
-	return cfg->capped ? "the buffer is capped at or below the last-level cache: part of each "
-			     "pass may hit the cache (give SIZE to choose)"
-			   : "SIZE is not larger than the last-level cache: part of each pass may hit "
-			     "the cache";
+	return cfg->capped
+		       ? "the buffer is capped at or below the last-level cache: part of each "
+			 "pass may hit the cache (give SIZE to choose)"
+		       : "SIZE is not larger than the last-level cache: part of each pass may hit "
+			 "the cache";
 }
 
 static void stride_json(struct jw *w, const struct load_spec *spec)

@@ -89,7 +89,8 @@ static void timer_worker(const struct load_spec *spec, int index, volatile uint6
 		for (int i = 0; i < n; i++) {
 			uint64_t expirations;
 
-			if (read(ev[i].data.fd, &expirations, sizeof(expirations)) == sizeof(expirations))
+			if (read(ev[i].data.fd, &expirations, sizeof(expirations)) ==
+			    sizeof(expirations))
 				*iter += expirations;
 		}
 	}

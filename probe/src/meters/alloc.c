@@ -22,18 +22,21 @@
 #define ALLOC_DEFAULT_BATCH 8
 #define ALLOC_MAX_SIZES 16
 #define ALLOC_MAX_BATCH 4096
-#define ALLOC_SIZE_MAX ((int64_t)256 << 20)      /* largest block */
-#define ALLOC_BLOCK_SLACK 4096                   /* per block held: chunk header, page rounding */
-#define ALLOC_HELD_MAX ((int64_t)1 << 30)        /* bytes one thread may hold at once */
-#define ALLOC_PREFAULT_MAX ((int64_t)2 << 30)    /* --tuned: heap prefaulted for all threads */
-#define ALLOC_OPEN_CYCLES 1000                   /* cycles per size and round of an open run */
-#define ALLOC_NOMINAL_CALL_NS 1000               /* stands in for a period */
+#define ALLOC_SIZE_MAX ((int64_t)256 << 20)   /* largest block */
+#define ALLOC_BLOCK_SLACK 4096                /* per block held: chunk header, page rounding */
+#define ALLOC_HELD_MAX ((int64_t)1 << 30)     /* bytes one thread may hold at once */
+#define ALLOC_PREFAULT_MAX ((int64_t)2 << 30) /* --tuned: heap prefaulted for all threads */
+#define ALLOC_OPEN_CYCLES 1000                /* cycles per size and round of an open run */
+#define ALLOC_NOMINAL_CALL_NS 1000            /* stands in for a period */
 #define MIB (1024 * 1024)
 
 enum alloc_pattern { PAT_PAIRS, PAT_BATCH, PAT_RANDOM, PAT_COUNT };
 
 static const char *const pattern_names[PAT_COUNT + 1] = {
-	[PAT_PAIRS] = "pairs", [PAT_BATCH] = "batch", [PAT_RANDOM] = "random", [PAT_COUNT] = NULL,
+	[PAT_PAIRS] = "pairs",
+	[PAT_BATCH] = "batch",
+	[PAT_RANDOM] = "random",
+	[PAT_COUNT] = NULL,
 };
 
 /* The real-time allocator settings of --tuned, in the order they are applied. */
@@ -41,25 +44,25 @@ static const struct {
 	int param, value;
 	const char *name;
 } tuned_knobs[] = {
-	{ M_MMAP_MAX, 0, "M_MMAP_MAX" },             /* every block from the heap */
+	{ M_MMAP_MAX, 0, "M_MMAP_MAX" },              /* every block from the heap */
 	{ M_TRIM_THRESHOLD, -1, "M_TRIM_THRESHOLD" }, /* the heap never shrinks */
-	{ M_ARENA_MAX, 1, "M_ARENA_MAX" },           /* every thread in the prefaulted main arena */
+	{ M_ARENA_MAX, 1, "M_ARENA_MAX" }, /* every thread in the prefaulted main arena */
 };
 #define NKNOBS (sizeof(tuned_knobs) / sizeof(tuned_knobs[0]))
 
 struct alloc_params {
-	const char *sizes_arg;   /* as given (points into argv), or the default */
-	int pattern;             /* enum alloc_pattern (a choice option) */
-	int64_t batch;           /* batch: blocks per batch; random: blocks held at once */
+	const char *sizes_arg; /* as given (points into argv), or the default */
+	int pattern;           /* enum alloc_pattern (a choice option) */
+	int64_t batch;         /* batch: blocks per batch; random: blocks held at once */
 	bool batch_set;
 	bool tuned;
-	int64_t seed;            /* random: first state of thread 0's generator */
+	int64_t seed; /* random: first state of thread 0's generator */
 	bool seed_set;
 	/* Resolved by check(). */
 	int64_t size[ALLOC_MAX_SIZES]; /* bytes, in the order given */
 	int nsizes;
-	int64_t held_bytes;      /* most one thread holds at once, slack included */
-	int64_t prefault_bytes;  /* --tuned: heap grown, touched and kept before measuring */
+	int64_t held_bytes;     /* most one thread holds at once, slack included */
+	int64_t prefault_bytes; /* --tuned: heap grown, touched and kept before measuring */
 };
 
 struct call_stats {
@@ -68,7 +71,9 @@ struct call_stats {
 	struct hist hist;
 };
 
-struct fault_count { uint64_t minor, major; };
+struct fault_count {
+	uint64_t minor, major;
+};
 
 struct size_stats {
 	struct call_stats malloc_c, free_c;
@@ -78,11 +83,11 @@ struct size_stats {
 
 /* Per measuring thread, at mthread.mstate. */
 struct alloc_thread {
-	struct size_stats *sz;   /* nsizes entries, mapped by setup; read after the run */
-	void **block;            /* batch: the blocks of a batch; random: one per slot, or NULL */
-	uint8_t *slot_size;      /* random: size index of each slot's block */
-	uint64_t rng;            /* random: splitmix64 state */
-	uint64_t seq;            /* samples recorded so far: sample_record's cycle */
+	struct size_stats *sz;     /* nsizes entries, mapped by setup; read after the run */
+	void **block;              /* batch: the blocks of a batch; random: one per slot, or NULL */
+	uint8_t *slot_size;        /* random: size index of each slot's block */
+	uint64_t rng;              /* random: splitmix64 state */
+	uint64_t seq;              /* samples recorded so far: sample_record's cycle */
 	struct fault_count faults; /* sum over the sizes */
 };
 
@@ -173,7 +178,8 @@ static void measure_sizes(struct mthread *t, const struct alloc_params *ap,
 	const bool open = !ctl->loops && !ctl->duration_ns;
 	/* --loops per size; --duration split evenly; an open run goes round in rounds. */
 	const struct run_ctl per = {
-		ctl->stop, open ? ALLOC_OPEN_CYCLES : ctl->loops,
+		ctl->stop,
+		open ? ALLOC_OPEN_CYCLES : ctl->loops,
 		ctl->duration_ns ? (ctl->duration_ns + ap->nsizes - 1) / ap->nsizes : 0,
 	};
 
@@ -211,7 +217,9 @@ static void measure_random(struct mthread *t, const struct alloc_params *ap,
 	const int slots = (int)ap->batch;
 	const uint64_t n = (uint64_t)ap->nsizes; /* loops <= INT64_MAX / 2: saturate */
 	const struct run_ctl all = {
-		ctl->stop, ctl->loops > UINT64_MAX / n ? UINT64_MAX : ctl->loops * n, ctl->duration_ns,
+		ctl->stop,
+		ctl->loops > UINT64_MAX / n ? UINT64_MAX : ctl->loops * n,
+		ctl->duration_ns,
 	};
 	struct fault_count f;
 	int64_t t0, now = 0;
@@ -268,7 +276,8 @@ static int tune_heap(const struct alloc_params *ap, char *err, size_t errlen)
 	}
 	heap = malloc(len);
 	if (!heap) {
-		snprintf(err, errlen, "--tuned: cannot prefault a heap of %lld MiB (short of memory, "
+		snprintf(err, errlen,
+			 "--tuned: cannot prefault a heap of %lld MiB (short of memory, "
 			 "RLIMIT_AS or, under mlockall, RLIMIT_MEMLOCK)",
 			 (long long)(ap->prefault_bytes / MIB));
 		return -ENOMEM;
@@ -284,7 +293,8 @@ static int tune_heap(const struct alloc_params *ap, char *err, size_t errlen)
 /* LEN bytes of anonymous memory (FLAGS added), or NULL and a reason naming WHAT. */
 static void *map_anon(size_t len, int flags, const char *what, char *err, size_t errlen)
 {
-	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+	void *m =
+		mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
 	int e = errno;
 
 	if (m != MAP_FAILED)
@@ -338,9 +348,9 @@ static void summary_json(struct jw *w, uint64_t n, int64_t mn, int64_t mx, int64
 	n ? jw_int(w, mx) : jw_null(w);
 	jw_kdouble(w, "mean_ns", n ? (double)sum / (double)n : NAN);
 	jw_key(w, "p50_ns");
-	n && h ? jw_int(w, hist_quantile(h, 0.5, mn, mx)) : jw_null(w);
+	n &&h ? jw_int(w, hist_quantile(h, 0.5, mn, mx)) : jw_null(w);
 	jw_key(w, "p99_ns");
-	n && h ? jw_int(w, hist_quantile(h, 0.99, mn, mx)) : jw_null(w);
+	n &&h ? jw_int(w, hist_quantile(h, 0.99, mn, mx)) : jw_null(w);
 }
 
 static void call_json(struct jw *w, const char *key, const struct call_stats *c)
@@ -445,8 +455,8 @@ static int parse_sizes(struct alloc_params *ap, char *err, size_t errlen)
 		size_t len = strcspn(s, ",");
 
 		if (!len || len >= sizeof(item)) {
-			snprintf(err, errlen, "--sizes: %s size in \"%s\"", len ? "a too long" : "an empty",
-				 ap->sizes_arg);
+			snprintf(err, errlen, "--sizes: %s size in \"%s\"",
+				 len ? "a too long" : "an empty", ap->sizes_arg);
 			return -EINVAL;
 		}
 		memcpy(item, s, len);
@@ -491,17 +501,19 @@ static int alloc_check(void *p, int nthreads, struct opt_fault *at, char *err, s
 	blocks = ap->pattern == PAT_PAIRS ? 1 : ap->batch;
 	ap->held_bytes = blocks * (largest + ALLOC_BLOCK_SLACK);
 	if (ap->held_bytes > ALLOC_HELD_MAX)
-		return opts_refusef(at, "batch", NULL, err, errlen,
-				    "--batch: %lld blocks of %lld bytes exceed %lld MiB held at once",
-				    (long long)blocks, (long long)largest,
-				    (long long)(ALLOC_HELD_MAX / MIB));
+		return opts_refusef(
+			at, "batch", NULL, err, errlen,
+			"--batch: %lld blocks of %lld bytes exceed %lld MiB held at once",
+			(long long)blocks, (long long)largest, (long long)(ALLOC_HELD_MAX / MIB));
 	/* One spare share: threads in one arena fragment it (blocks stranded between others). */
 	ap->prefault_bytes = (int64_t)(nthreads > 0 ? nthreads + 1 : 2) * ap->held_bytes;
 	if (ap->tuned && ap->prefault_bytes > ALLOC_PREFAULT_MAX)
-		return opts_refusef(at, "tuned", NULL, err, errlen,
-				    "--tuned: a heap of %lld MiB to prefault for %d threads exceeds "
-				    "%lld MiB", (long long)(ap->prefault_bytes / MIB), nthreads,
-				    (long long)(ALLOC_PREFAULT_MAX / MIB));
+		return opts_refusef(
+			at, "tuned", NULL, err, errlen,
+			"--tuned: a heap of %lld MiB to prefault for %d threads exceeds "
+			"%lld MiB",
+			(long long)(ap->prefault_bytes / MIB), nthreads,
+			(long long)(ALLOC_PREFAULT_MAX / MIB));
 	if (ap->pattern == PAT_RANDOM && !ap->seed_set) {
 		struct timespec ts;
 

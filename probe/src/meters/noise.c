@@ -41,11 +41,11 @@ struct noise_params {
 };
 
 struct noise_thread {
-	uint64_t reads;       /* clock reads */
-	int64_t measured_ns;  /* from the first read to the last */
-	bool watch_throttle;  /* real-time policy under active throttling */
-	uint64_t throttled;   /* gaps recognised as throttling */
-	int64_t throttled_ns; /* their total length */
+	uint64_t reads;           /* clock reads */
+	int64_t measured_ns;      /* from the first read to the last */
+	bool watch_throttle;      /* real-time policy under active throttling */
+	uint64_t throttled;       /* gaps recognised as throttling */
+	int64_t throttled_ns;     /* their total length */
 	struct ktracer_thread kt; /* --tracer osnoise */
 };
 
@@ -112,7 +112,8 @@ static int noise_check_common(void *p, const struct common_params *c, struct opt
 	struct noise_params *np = p;
 
 	if (np->tracer.choice != KTRACER_USER && np->threshold_set)
-		return opts_refusef(at, "threshold", NULL, err, errlen, "--threshold: the osnoise "
+		return opts_refusef(at, "threshold", NULL, err, errlen,
+				    "--threshold: the osnoise "
 				    "tracer's is the kernel's tracing_thresh (5us when 0)");
 	return ktracer_opt_check(&np->tracer, KTRACER_OSNOISE, OSNOISE_PERIOD_NS, c, at, err,
 				 errlen);
@@ -197,7 +198,8 @@ static void noise_thread_json(struct jw *w, const struct mthread *t, const void 
 		jw_null(w);
 		jw_kint(w, "measured_ns", s->kt.runtime_ns);
 		jw_kint(w, "noise_ns", noise);
-		jw_kdouble(w, "noise_ns_per_s", measured > 0 ? (double)noise * 1e9 / measured : NAN);
+		jw_kdouble(w, "noise_ns_per_s",
+			   measured > 0 ? (double)noise * 1e9 / measured : NAN);
 		jw_kdouble(w, "noise_pct", measured > 0 ? (double)noise * 100.0 / measured : NAN);
 		jw_kdouble(w, "read_interval_ns", NAN);
 		jw_key(w, "throttled");

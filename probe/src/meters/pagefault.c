@@ -45,30 +45,30 @@ enum pf_region { PF_STATIC, PF_STACK, PF_HEAP, PF_MMAP, PF_FILE, PF_NREGIONS };
 #define PF_MLOCK 1
 #define PF_PREFAULT 2
 
-static const char *const region_names[PF_NREGIONS + 1] = { "static", "stack", "heap", "mmap",
-							     "file", NULL };
+static const char *const region_names[PF_NREGIONS + 1] = { "static", "stack", "heap",
+							   "mmap",   "file",  NULL };
 /* In flag order: the index of a word is its set of PF_MLOCK and PF_PREFAULT. */
 static const char *const protect_names[] = { "none", "mlock", "prefault", "mlock+prefault", NULL };
 
 struct pagefault_params {
-	int region;              /* enum pf_region (a choice option) */
-	int protect;             /* PF_MLOCK | PF_PREFAULT (a choice option) */
-	const char *size_arg;    /* NULL: PF_DEFAULT_SIZE */
-	const char *dir_arg;     /* NULL: $TMPDIR, else /tmp */
-	int64_t interval_ns;     /* between touches; 0: back to back */
+	int region;           /* enum pf_region (a choice option) */
+	int protect;          /* PF_MLOCK | PF_PREFAULT (a choice option) */
+	const char *size_arg; /* NULL: PF_DEFAULT_SIZE */
+	const char *dir_arg;  /* NULL: $TMPDIR, else /tmp */
+	int64_t interval_ns;  /* between touches; 0: back to back */
 	/* Resolved by check(). */
-	size_t size;             /* bytes per thread, whole pages */
-	size_t page_size;        /* bytes */
-	const char *dir;         /* file: where the file is made; NULL otherwise */
+	size_t size;      /* bytes per thread, whole pages */
+	size_t page_size; /* bytes */
+	const char *dir;  /* file: where the file is made; NULL otherwise */
 };
 
 /* Per measuring thread, at mthread.mstate (zeroed: nothing made yet). */
 struct pf_thread {
-	char *map;               /* static, stack, mmap, file: the mapping to undo */
+	char *map; /* static, stack, mmap, file: the mapping to undo */
 	size_t map_len;
-	void *heap;              /* heap: the malloc'd block */
-	char *base;              /* the region's lowest page */
-	size_t size;             /* bytes */
+	void *heap;  /* heap: the malloc'd block */
+	char *base;  /* the region's lowest page */
+	size_t size; /* bytes */
 	size_t page_size;
 	size_t pages;
 	int64_t setup_ns;        /* making, locking and prefaulting the region */
@@ -78,7 +78,7 @@ struct pf_thread {
 	struct mthread *t;
 	const struct run_ctl *ctl;
 	int64_t interval_ns;
-	bool downward;           /* stack: from the frame down, as a stack grows */
+	bool downward;             /* stack: from the frame down, as a stack grows */
 	ucontext_t back, on_stack; /* stack: the loop runs on the region's own stack */
 };
 
@@ -136,18 +136,24 @@ static int check_size(struct pagefault_params *pp, int nthreads, struct opt_faul
 	if (pp->size_arg && parse_size_bytes(pp->size_arg, &v, why, sizeof(why)))
 		return opts_refusef(at, "size", arg, err, errlen, "--size: %s", why);
 	if (v < (int64_t)ps || v % (int64_t)ps)
-		return opts_refusef(at, "size", arg, err, errlen, "--size: \"%s\" is not a whole "
-				    "number of %zu-byte pages (at least one)", arg, ps);
+		return opts_refusef(at, "size", arg, err, errlen,
+				    "--size: \"%s\" is not a whole "
+				    "number of %zu-byte pages (at least one)",
+				    arg, ps);
 	size_ask(ask, sizeof(ask), nthreads, arg);
 	if (pp->region == PF_STATIC) {
 		(void)static_area(ps, &cap);
 		if ((uint64_t)v > cap / (size_t)nthreads)
-			return opts_refusef(at, "size", arg, err, errlen, "--size: %s exceeds the "
-					    "static array (%zu MiB for all threads)", ask, cap >> 20);
+			return opts_refusef(at, "size", arg, err, errlen,
+					    "--size: %s exceeds the "
+					    "static array (%zu MiB for all threads)",
+					    ask, cap >> 20);
 	}
 	if (phys > 0 && (uint64_t)v > (uint64_t)phys * ps / (uint64_t)nthreads)
-		return opts_refusef(at, "size", arg, err, errlen, "--size: %s exceeds this machine's "
-				    "memory (%llu MiB)", ask, ((unsigned long long)phys * ps) >> 20);
+		return opts_refusef(at, "size", arg, err, errlen,
+				    "--size: %s exceeds this machine's "
+				    "memory (%llu MiB)",
+				    ask, ((unsigned long long)phys * ps) >> 20);
 	pp->size = (size_t)v;
 	return 0;
 }
@@ -192,7 +198,8 @@ static int file_open(const char *dir)
 	if (fd >= 0)
 		return fd;
 	/* No O_TMPFILE on this file system: a name for the few us until unlink. */
-	if ((size_t)snprintf(path, sizeof(path), "%s/.rtlab-pagefault.XXXXXX", dir) >= sizeof(path)) {
+	if ((size_t)snprintf(path, sizeof(path), "%s/.rtlab-pagefault.XXXXXX", dir) >=
+	    sizeof(path)) {
 		errno = ENAMETOOLONG;
 		return -1;
 	}
@@ -212,8 +219,8 @@ static int region_file(struct pf_thread *s, const char *dir, char *err, size_t e
 		return fail_errno(err, errlen, "--dir: cannot create a file in \"%.300s\"", dir);
 	/* A write fault that finds no space raises SIGBUS: refuse now rather than die then. */
 	if (!fstatvfs(fd, &vfs) && (uint64_t)vfs.f_bavail * vfs.f_frsize < s->size) {
-		snprintf(err, errlen, "--dir: \"%.300s\" has %llu bytes free, the region needs %zu", dir,
-			 (unsigned long long)vfs.f_bavail * vfs.f_frsize, s->size);
+		snprintf(err, errlen, "--dir: \"%.300s\" has %llu bytes free, the region needs %zu",
+			 dir, (unsigned long long)vfs.f_bavail * vfs.f_frsize, s->size);
 		(void)close(fd);
 		return -ENOSPC;
 	}
@@ -264,8 +271,8 @@ static int region_stack(struct pf_thread *s, char *err, size_t errlen)
 	return 0;
 }
 
-static int region_make(struct pf_thread *s, const struct pagefault_params *pp, int index,
-		       char *err, size_t errlen)
+static int region_make(struct pf_thread *s, const struct pagefault_params *pp, int index, char *err,
+		       size_t errlen)
 {
 	size_t ps = pp->page_size, cap;
 	int rc = 0;
@@ -300,7 +307,8 @@ static int region_make(struct pf_thread *s, const struct pagefault_params *pp, i
 		s->base = (char *)(((uintptr_t)s->heap + ps - 1) & ~(uintptr_t)(ps - 1));
 		break;
 	case PF_MMAP:
-		s->map = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		s->map = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			      -1, 0);
 		if (s->map == MAP_FAILED) {
 			s->map = NULL;
 			return fail_errno(err, errlen, "cannot map the region");
@@ -358,7 +366,8 @@ static int pagefault_thread_setup(struct mthread *t, const void *p, char *err, s
 	if ((rc = region_make(s, pp, t->index, err, errlen)))
 		return rc;
 	if ((pp->protect & PF_MLOCK) && mlockall(MCL_CURRENT | MCL_FUTURE))
-		return fail_errno(err, errlen, "--protect: mlockall(MCL_CURRENT|MCL_FUTURE) failed");
+		return fail_errno(err, errlen,
+				  "--protect: mlockall(MCL_CURRENT|MCL_FUTURE) failed");
 	if (pp->protect & PF_PREFAULT)
 		region_prefault(s);
 	s->setup_ns = mono_now_ns() - t0;

@@ -18,7 +18,6 @@
 
 #include "meters/periodic.h"
 
-
 /* The intended time of the activation after the one due at TARGET, which came at NOW. */
 static inline int64_t grid_next(enum grid g, int64_t target, int64_t now, int64_t period,
 				uint64_t expirations)
@@ -148,10 +147,11 @@ static const struct opt_desc periodic_opts[] = {
 	OPT_CHOICE_DESC("mechanism", periodic_mechanism_names, MECH_NANOSLEEP_ABS, "M",
 			"what wakes the thread, see the mechanisms above",
 			offsetof(struct periodic_params, mechanism), OPT_NO_SET),
-	OPT_DESC("runtime", OPT_DURATION, DL_MIN_RUNTIME_NS, 10 * NSEC_PER_SEC, "DUR",
-		 "deadline only: SCHED_DEADLINE runtime per period (default interval/10, >= 1024ns)",
-		 offsetof(struct periodic_params, runtime_ns),
-		 offsetof(struct periodic_params, runtime_set)),
+	OPT_DESC(
+		"runtime", OPT_DURATION, DL_MIN_RUNTIME_NS, 10 * NSEC_PER_SEC, "DUR",
+		"deadline only: SCHED_DEADLINE runtime per period (default interval/10, >= 1024ns)",
+		offsetof(struct periodic_params, runtime_ns),
+		offsetof(struct periodic_params, runtime_set)),
 	OPT_END,
 };
 

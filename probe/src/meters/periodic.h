@@ -13,8 +13,8 @@
 #include "lib/opts.h"
 #include "lib/sampler.h"
 
-#define DL_MIN_RUNTIME_NS 1024                /* the kernel's 1 << DL_SCALE */
-#define NOTIFIER_STACK_BYTES (64 * 1024)      /* posix-timer-thread: per-expiry thread */
+#define DL_MIN_RUNTIME_NS 1024           /* the kernel's 1 << DL_SCALE */
+#define NOTIFIER_STACK_BYTES (64 * 1024) /* posix-timer-thread: per-expiry thread */
 
 struct mechanism;
 
@@ -33,41 +33,41 @@ enum mech_id {
 };
 
 struct periodic_params {
-	int64_t interval_ns;           /* activation period of every thread */
-	int mechanism;                 /* enum mech_id (a choice option) */
-	int64_t runtime_ns;            /* deadline: SCHED_DEADLINE runtime per period */
+	int64_t interval_ns; /* activation period of every thread */
+	int mechanism;       /* enum mech_id (a choice option) */
+	int64_t runtime_ns;  /* deadline: SCHED_DEADLINE runtime per period */
 	bool runtime_set;
-	const struct mechanism *mech;  /* resolved by check() */
+	const struct mechanism *mech; /* resolved by check() */
 };
 
 /* Per measuring thread, at mthread.mstate (zeroed: every "made" flag starts false). */
 struct periodic_state {
 	const struct periodic_params *p;
 	const struct mthread *t;
-	int64_t cpu_ns;            /* CLOCK_THREAD_CPUTIME_ID consumed by the loop */
+	int64_t cpu_ns; /* CLOCK_THREAD_CPUTIME_ID consumed by the loop */
 	uint64_t activations;
-	int64_t drift_ns;          /* last wake - (start + activations x interval); relative only */
-	uint64_t mech_overruns;    /* expirations the mechanism itself reported as missed */
+	int64_t drift_ns;       /* last wake - (start + activations x interval); relative only */
+	uint64_t mech_overruns; /* expirations the mechanism itself reported as missed */
 
-	int fd;                    /* timerfd */
+	int fd; /* timerfd */
 	bool fd_open;
-	timer_t timer;             /* posix-timer-* */
+	timer_t timer; /* posix-timer-* */
 	bool timer_made;
-	bool itimer_armed;         /* setitimer */
-	sigset_t sigs;             /* the signal sigwaitinfo takes */
-	pthread_mutex_t mutex;     /* condvar: held by the thread, released while it waits */
+	bool itimer_armed;     /* setitimer */
+	sigset_t sigs;         /* the signal sigwaitinfo takes */
+	pthread_mutex_t mutex; /* condvar: held by the thread, released while it waits */
 	pthread_cond_t cond;
 	bool mutex_made, cond_made, mutex_locked;
 
-	_Atomic uint32_t fired;    /* posix-timer-thread: expiries notified, the futex word */
-	uint32_t seen;             /* posix-timer-thread: fired at the last wake */
+	_Atomic uint32_t fired; /* posix-timer-thread: expiries notified, the futex word */
+	uint32_t seen;          /* posix-timer-thread: fired at the last wake */
 };
 
 /* How the intended activation times advance. */
 enum grid {
-	GRID_SKIP,     /* start + k x interval; a late activation skips what it missed (wakeup's
+	GRID_SKIP,    /* start + k x interval; a late activation skips what it missed (wakeup's
 			* rule), so a wake before the target is a skipped expiry, not an activation */
-	GRID_COUNTED,  /* start + k x interval; the timer counts its expirations, which move the grid */
+	GRID_COUNTED, /* start + k x interval; the timer counts its expirations, which move the grid */
 	GRID_RELATIVE, /* previous actual wake + interval: the activation times drift */
 	GRID_INFERRED, /* the kernel's period starts, not visible: the earliest consistent grid */
 };
@@ -89,7 +89,6 @@ struct mechanism {
 	/* Undo setup, also a half-done one (the flags in S say what was done). */
 	void (*teardown)(struct periodic_state *s);
 };
-
 
 /* The mechanisms, one const entry each, and their names (NULL-terminated), by enum mech_id
  * (periodic_mech.c). */

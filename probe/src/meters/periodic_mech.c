@@ -71,14 +71,16 @@ static uint64_t busy_poll_wait(struct periodic_state *s, int64_t target)
 
 /* setitimer */
 
-static int setitimer_check(struct periodic_params *p, int nthreads, struct opt_fault *at,
-			   char *err, size_t errlen)
+static int setitimer_check(struct periodic_params *p, int nthreads, struct opt_fault *at, char *err,
+			   size_t errlen)
 {
 	sigset_t alrm;
 
 	if (nthreads > 1) {
-		snprintf(err, errlen, "--mechanism setitimer: ITIMER_REAL is per process, so one "
-			 "measuring thread only (not %d)", nthreads);
+		snprintf(err, errlen,
+			 "--mechanism setitimer: ITIMER_REAL is per process, so one "
+			 "measuring thread only (not %d)",
+			 nthreads);
 		return opts_refuse(at, "mechanism", periodic_mechanism_names[p->mechanism]);
 	}
 	if (p->interval_ns % NSEC_PER_USEC)
@@ -96,7 +98,8 @@ static int setitimer_check(struct periodic_params *p, int nthreads, struct opt_f
 static int setitimer_setup(struct periodic_state *s, char *err, size_t errlen)
 {
 	if (s->t->index > 0) { /* defence: check() refuses this first when told the count */
-		snprintf(err, errlen, "--mechanism setitimer: ITIMER_REAL is per process, so one "
+		snprintf(err, errlen,
+			 "--mechanism setitimer: ITIMER_REAL is per process, so one "
 			 "measuring thread only");
 		return -EINVAL;
 	}
@@ -146,7 +149,8 @@ static int timer_signal_setup(struct periodic_state *s, char *err, size_t errlen
 	sev._sigev_un._tid = s->t->tid;
 	take_signal(s, SIGRTMIN);
 	if (timer_create(CLOCK_MONOTONIC, &sev, &s->timer))
-		return fail_errno(err, errlen, "--mechanism posix-timer-signal: timer_create failed");
+		return fail_errno(err, errlen,
+				  "--mechanism posix-timer-signal: timer_create failed");
 	s->timer_made = true;
 	return 0;
 }
@@ -201,11 +205,12 @@ static int timer_thread_setup(struct periodic_state *s, char *err, size_t errlen
 	sev.sigev_notify_attributes = &attr;
 	if (timer_create(CLOCK_MONOTONIC, &sev, &s->timer)) {
 		rc = -errno;
-		snprintf(err, errlen, "--mechanism posix-timer-thread: timer_create failed (%s)%s",
-			 strerror(-rc),
-			 !policy_read(0, &pol) && pol.policy == SCHED_DEADLINE
-				 ? ": a SCHED_DEADLINE thread cannot start the library's helper thread"
-				 : "");
+		snprintf(
+			err, errlen, "--mechanism posix-timer-thread: timer_create failed (%s)%s",
+			strerror(-rc),
+			!policy_read(0, &pol) && pol.policy == SCHED_DEADLINE
+				? ": a SCHED_DEADLINE thread cannot start the library's helper thread"
+				: "");
 	} else {
 		s->timer_made = true;
 	}
@@ -286,8 +291,10 @@ static int condvar_setup(struct periodic_state *s, char *err, size_t errlen)
 	s->mutex_locked = true;
 	return 0;
 out_err:
-	snprintf(err, errlen, "--mechanism condvar: cannot set up a CLOCK_MONOTONIC condition "
-		 "variable (%s)", strerror(rc));
+	snprintf(err, errlen,
+		 "--mechanism condvar: cannot set up a CLOCK_MONOTONIC condition "
+		 "variable (%s)",
+		 strerror(rc));
 	return -rc;
 }
 
@@ -313,8 +320,8 @@ static void condvar_teardown(struct periodic_state *s)
 
 /* deadline */
 
-static int deadline_check(struct periodic_params *p, int nthreads, struct opt_fault *at,
-			  char *err, size_t errlen)
+static int deadline_check(struct periodic_params *p, int nthreads, struct opt_fault *at, char *err,
+			  size_t errlen)
 {
 	(void)nthreads;
 	if (!p->runtime_set)
@@ -324,7 +331,8 @@ static int deadline_check(struct periodic_params *p, int nthreads, struct opt_fa
 		return 0;
 	return opts_refusef(at, p->runtime_set ? "runtime" : "interval", NULL, err, errlen,
 			    "--runtime: %lldns exceeds the interval %lldns (SCHED_DEADLINE needs "
-			    "runtime <= period)", (long long)p->runtime_ns, (long long)p->interval_ns);
+			    "runtime <= period)",
+			    (long long)p->runtime_ns, (long long)p->interval_ns);
 }
 
 static int deadline_setup(struct periodic_state *s, char *err, size_t errlen)
@@ -340,12 +348,13 @@ static int deadline_setup(struct periodic_state *s, char *err, size_t errlen)
 		return 0;
 	/* Shorter than policy_apply's reason: the runner keeps 200 bytes of it. */
 	policy_format(&dl, spec, sizeof(spec));
-	snprintf(err, errlen, "--mechanism deadline: the kernel refused %s (%s)%s", spec,
-		 strerror(-rc),
-		 rc == -EPERM || rc == -EBUSY
-			 ? ": it needs CAP_SYS_NICE, no --cpus pinning (root domain) and admission room"
-		 : rc == -EINVAL ? ": see /proc/sys/kernel/sched_deadline_period_min_us"
-				 : "");
+	snprintf(
+		err, errlen, "--mechanism deadline: the kernel refused %s (%s)%s", spec,
+		strerror(-rc),
+		rc == -EPERM || rc == -EBUSY
+			? ": it needs CAP_SYS_NICE, no --cpus pinning (root domain) and admission room"
+		: rc == -EINVAL ? ": see /proc/sys/kernel/sched_deadline_period_min_us"
+				: "");
 	return rc;
 }
 
@@ -361,21 +370,36 @@ const struct mechanism periodic_mechanisms[MECH_COUNT] = {
 	[MECH_NANOSLEEP_ABS] = { .grid = GRID_SKIP, .wait = abs_sleep_wait },
 	[MECH_NANOSLEEP_REL] = { .grid = GRID_RELATIVE, .wait = rel_sleep_wait },
 	[MECH_BUSY_POLL] = { .grid = GRID_SKIP, .wait = busy_poll_wait },
-	[MECH_SETITIMER] = { .grid = GRID_SKIP, .check = setitimer_check, .setup = setitimer_setup,
-			     .start = setitimer_start, .wait = sigwait_wait,
+	[MECH_SETITIMER] = { .grid = GRID_SKIP,
+			     .check = setitimer_check,
+			     .setup = setitimer_setup,
+			     .start = setitimer_start,
+			     .wait = sigwait_wait,
 			     .teardown = setitimer_teardown },
-	[MECH_TIMER_SIGNAL] = { .grid = GRID_COUNTED, .setup = timer_signal_setup,
-				.start = timer_start, .wait = timer_signal_wait,
+	[MECH_TIMER_SIGNAL] = { .grid = GRID_COUNTED,
+				.setup = timer_signal_setup,
+				.start = timer_start,
+				.wait = timer_signal_wait,
 				.teardown = timer_teardown },
-	[MECH_TIMER_THREAD] = { .grid = GRID_SKIP, .setup = timer_thread_setup,
-				.start = timer_start, .wait = timer_thread_wait,
+	[MECH_TIMER_THREAD] = { .grid = GRID_SKIP,
+				.setup = timer_thread_setup,
+				.start = timer_start,
+				.wait = timer_thread_wait,
 				.teardown = timer_teardown },
-	[MECH_TIMERFD] = { .grid = GRID_COUNTED, .setup = timerfd_setup, .start = timerfd_start,
-			   .wait = timerfd_wait, .teardown = timerfd_teardown },
-	[MECH_CONDVAR] = { .grid = GRID_SKIP, .setup = condvar_setup, .wait = condvar_wait,
+	[MECH_TIMERFD] = { .grid = GRID_COUNTED,
+			   .setup = timerfd_setup,
+			   .start = timerfd_start,
+			   .wait = timerfd_wait,
+			   .teardown = timerfd_teardown },
+	[MECH_CONDVAR] = { .grid = GRID_SKIP,
+			   .setup = condvar_setup,
+			   .wait = condvar_wait,
 			   .teardown = condvar_teardown },
-	[MECH_DEADLINE] = { .grid = GRID_INFERRED, .uses_runtime = true, .check = deadline_check,
-			    .setup = deadline_setup, .wait = deadline_wait },
+	[MECH_DEADLINE] = { .grid = GRID_INFERRED,
+			    .uses_runtime = true,
+			    .check = deadline_check,
+			    .setup = deadline_setup,
+			    .wait = deadline_wait },
 };
 
 const char *const periodic_mechanism_names[MECH_COUNT + 1] = {

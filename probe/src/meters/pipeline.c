@@ -40,8 +40,8 @@ static int pipeline_thread_setup(struct mthread *t, const void *pp, char *err, s
 
 	st->p = p;
 	st->map_bytes = SH_BYTES + (size_t)(p->ring * p->record_size);
-	st->sh = mmap(NULL, st->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-		      -1, 0);
+	st->sh = mmap(NULL, st->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+		      0);
 	st->copy = malloc((size_t)p->record_size);
 	if (st->sh == MAP_FAILED || !st->copy) {
 		st->sh = st->sh == MAP_FAILED ? NULL : st->sh;
@@ -52,14 +52,18 @@ static int pipeline_thread_setup(struct mthread *t, const void *pp, char *err, s
 	memset(st->sh, 0, st->map_bytes); /* no page faults while measuring */
 	memset(st->copy, 0, (size_t)p->record_size);
 	(void)policy_read(0, &own);
-	st->prod = (struct companion){ .name = "producer", .run = producer_run, .arg = st,
+	st->prod = (struct companion){ .name = "producer",
+				       .run = producer_run,
+				       .arg = st,
 				       .process = p->processes,
 				       .cpu = p->prod_cpu >= 0 ? p->prod_cpu : t->cpu,
-				       .spec = own, .may_fall_back = t->fallback };
+				       .spec = own,
+				       .may_fall_back = t->fallback };
 	int rc = comp_spawn(&st->prod, &own, err, errlen);
 
-	return rc ? rc : comp_wait_ready(&st->prod, &st->sh->rep, &st->prod_seen, "producer: ",
-					 err, errlen);
+	return rc ? rc
+		  : comp_wait_ready(&st->prod, &st->sh->rep, &st->prod_seen, "producer: ", err,
+				    errlen);
 }
 
 static void pipeline_thread_teardown(struct mthread *t, const void *pp)
@@ -171,7 +175,8 @@ static void pipeline_loop(struct mthread *t, const void *pp, const struct run_ct
 		}
 		if (now - look >= LOOK_NS) {
 			look = now;
-			if (comp_gone(&st->prod) && !atomic_load(&sh->done)) { /* else: drain, end */
+			if (comp_gone(&st->prod) &&
+			    !atomic_load(&sh->done)) { /* else: drain, end */
 				st->err = "the producer process ended";
 				break;
 			}
@@ -220,8 +225,8 @@ static int pipeline_check(void *pp, int nthreads, struct opt_fault *at, char *er
 	if (p->periodic ? parse_duration_ns(s + 9, &p->period_ns, why, sizeof(why)) ||
 				  p->period_ns < NSEC_PER_USEC || p->period_ns > NSEC_PER_SEC
 			: strcmp(s, "aperiodic") != 0) {
-		snprintf(err, errlen, "--consumer: \"%s\" is not periodic:DUR (1us..1s) or aperiodic",
-			 s);
+		snprintf(err, errlen,
+			 "--consumer: \"%s\" is not periodic:DUR (1us..1s) or aperiodic", s);
 		return opts_refuse(at, "consumer", s);
 	}
 	if (p->ring * p->record_size > RING_BYTES_MAX) {
@@ -278,17 +283,25 @@ static void pipeline_thread_json(struct jw *w, const struct mthread *t, const vo
 static const struct opt_desc pipeline_opts[] = {
 	OPT_DESC("consumer", OPT_STRING, 0, 0, "periodic:DUR|aperiodic",
 		 "periodic: drain the ring every DUR (1us..1s); aperiodic: woken per record "
-		 "(default periodic:1ms)", PP(consumer_text), OPT_NO_SET),
-	OPT_DESC("ring", OPT_INT, 1, 1 << 20, "N", "records the ring holds (default 256)",
-		 PP(ring), OPT_NO_SET),
+		 "(default periodic:1ms)",
+		 PP(consumer_text), OPT_NO_SET),
+	OPT_DESC("ring", OPT_INT, 1, 1 << 20, "N", "records the ring holds (default 256)", PP(ring),
+		 OPT_NO_SET),
 	OPT_DESC("rate", OPT_INT, 1, 1000000, "HZ", "records produced per second (default 1000)",
 		 PP(rate_hz), OPT_NO_SET),
-	{ .name = "record-size", .type = OPT_INT, .min = 16, .max = 65536, .metavar = "BYTES",
+	{ .name = "record-size",
+	  .type = OPT_INT,
+	  .min = 16,
+	  .max = 65536,
+	  .metavar = "BYTES",
 	  .help = "bytes per record, a multiple of 8, 16-byte stamp included (default 64)",
-	  .offset = PP(record_size), .set_offset = OPT_NO_SET, .step = 8 },
-	OPT_DESC("processes", OPT_FLAG, 0, 0, NULL,
-		 "producer and consumer in two processes (the producer is forked; default: threads)",
-		 PP(processes), OPT_NO_SET),
+	  .offset = PP(record_size),
+	  .set_offset = OPT_NO_SET,
+	  .step = 8 },
+	OPT_DESC(
+		"processes", OPT_FLAG, 0, 0, NULL,
+		"producer and consumer in two processes (the producer is forked; default: threads)",
+		PP(processes), OPT_NO_SET),
 	OPT_DESC("producer-cpu", OPT_CPULIST, 0, 1, "CPU",
 		 "pin every producer to CPU (default: the consumer's CPU, unpinned if it is)",
 		 PP(prod_cpus), PP(prod_cpu_set)),

@@ -68,7 +68,8 @@ static void produce(struct pipe_shared *sh, const struct pipeline_params *p)
 		unsigned char *rec = RECS(sh) + (head % n) * rs;
 
 		*(struct pipe_rec *)rec = (struct pipe_rec){ now, k };
-		memset(rec + sizeof(struct pipe_rec), (int)(k & 0xff), rs - sizeof(struct pipe_rec));
+		memset(rec + sizeof(struct pipe_rec), (int)(k & 0xff),
+		       rs - sizeof(struct pipe_rec));
 		/* seq_cst: ordered before the load of waiting (the consumer does the converse) */
 		atomic_store(&sh->head, ++head);
 		if (fill + 1 > max_fill)

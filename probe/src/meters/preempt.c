@@ -45,35 +45,35 @@ struct preempt_params {
 struct preempt_by {
 	char comm[16];
 	pid_t pid;
-	int prio;             /* kernel prio at its last switch-in (see tracefs.h) */
-	const char *policy;   /* other, batch, idle, fifo, rr, deadline; "rt" when gone */
-	uint64_t count;       /* preemptions it started */
-	int64_t time_ns;      /* until the measured thread ran again */
+	int prio;           /* kernel prio at its last switch-in (see tracefs.h) */
+	const char *policy; /* other, batch, idle, fifo, rr, deadline; "rt" when gone */
+	uint64_t count;     /* preemptions it started */
+	int64_t time_ns;    /* until the measured thread ran again */
 };
 
 struct preempt_thread {
-	bool set_up;           /* thread_setup ran: the fields below are valid */
-	uint64_t iters;        /* work iterations per unit */
-	int64_t nominal_ns;    /* a unit's undisturbed wall time: calibrated minimum */
-	int64_t t0_ns, t1_ns;  /* CLOCK_MONOTONIC around the units */
-	long nvcsw, nivcsw;    /* context switches during the loop */
-	int sched_fd;          /* /proc/self/task/TID/schedstat, -1 when unreadable */
-	int64_t delay0_ns;     /* run_delay at the start */
+	bool set_up;          /* thread_setup ran: the fields below are valid */
+	uint64_t iters;       /* work iterations per unit */
+	int64_t nominal_ns;   /* a unit's undisturbed wall time: calibrated minimum */
+	int64_t t0_ns, t1_ns; /* CLOCK_MONOTONIC around the units */
+	long nvcsw, nivcsw;   /* context switches during the loop */
+	int sched_fd;         /* /proc/self/task/TID/schedstat, -1 when unreadable */
+	int64_t delay0_ns;    /* run_delay at the start */
 	int64_t off_cpu_ns;
 	bool off_cpu_schedstat; /* off_cpu_ns from run_delay, else the sum of stretches */
-	int64_t stretch_ns;    /* sum of the samples */
-	uint64_t faster;       /* units faster than nominal_ns, recorded as 0 */
+	int64_t stretch_ns;     /* sum of the samples */
+	uint64_t faster;        /* units faster than nominal_ns, recorded as 0 */
 
 	struct tracefs fs;
 	struct tracefs_instance inst;
-	bool tracing;          /* sched_switch recorded for this thread's CPU */
-	bool mono_clock;       /* trace timestamps are CLOCK_MONOTONIC */
+	bool tracing;    /* sched_switch recorded for this thread's CPU */
+	bool mono_clock; /* trace timestamps are CLOCK_MONOTONIC */
 	uint64_t buffer_kb;
-	char why[240];         /* why "by" is null */
+	char why[240]; /* why "by" is null */
 	struct preempt_by *by;
 	size_t nby, cap;
 	bool lost_known;
-	uint64_t lost;         /* trace events overwritten */
+	uint64_t lost; /* trace events overwritten */
 };
 
 static void preempt_defaults(void *p)
@@ -135,8 +135,9 @@ static void calibrate(struct preempt_thread *s, int64_t unit_ns)
 			best = el;
 	iters = (uint64_t)((double)iters * (double)unit_ns / (double)(best > 0 ? best : 1));
 	s->iters = iters ? iters : 1;
-	reps = reps < CALIBRATE_MIN_REPS ? CALIBRATE_MIN_REPS
-	       : reps > CALIBRATE_MAX_REPS ? CALIBRATE_MAX_REPS : reps;
+	reps = reps < CALIBRATE_MIN_REPS   ? CALIBRATE_MIN_REPS
+	       : reps > CALIBRATE_MAX_REPS ? CALIBRATE_MAX_REPS
+					   : reps;
 	best = INT64_MAX;
 	for (int64_t i = 0; i < reps; i++)
 		if ((el = unit_wall(s->iters, &sink)) < best)
@@ -170,7 +171,8 @@ static void trace_prepare(struct preempt_thread *s, const struct mthread *t)
 	int removed, rc;
 
 	if (t->cpu < 0) {
-		snprintf(s->why, sizeof(s->why), "the thread is not pinned: attribution needs --cpus");
+		snprintf(s->why, sizeof(s->why),
+			 "the thread is not pinned: attribution needs --cpus");
 		return;
 	}
 	if (tracefs_open(&s->fs, true, err, sizeof(err))) {
@@ -185,8 +187,9 @@ static void trace_prepare(struct preempt_thread *s, const struct mthread *t)
 	s->mono_clock = !tracefs_write(&s->inst, "trace_clock", "mono");
 	if ((rc = tracefs_set_cpu(&s->inst, t->cpu)) ||
 	    (rc = tracefs_set_buffer_kb(&s->inst, -1, TRACE_KB_IDLE))) {
-		snprintf(s->why, sizeof(s->why), "cannot restrict the tracefs instance to CPU %d (%s)",
-			 t->cpu, strerror(-rc));
+		snprintf(s->why, sizeof(s->why),
+			 "cannot restrict the tracefs instance to CPU %d (%s)", t->cpu,
+			 strerror(-rc));
 		return;
 	}
 	s->tracing = true;
@@ -302,7 +305,7 @@ struct switch_scan {
 	int64_t from_ns, to_ns; /* window of the units, trace clock; INT64_MIN/MAX: all */
 	bool out;               /* the thread is off its CPU */
 	int64_t out_ns;
-	size_t taker;           /* index in s->by of who took the CPU */
+	size_t taker; /* index in s->by of who took the CPU */
 };
 
 static size_t by_slot(struct preempt_thread *s, const struct tracefs_switch *ev)

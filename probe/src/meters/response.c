@@ -49,15 +49,18 @@ static int response_thread_setup(struct mthread *t, const void *pp, char *err, s
 	int rc;
 
 	st->tp = &response_transports[p->transport];
-	st->sh = mmap(NULL, sizeof(*st->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-		      -1, 0);
+	st->sh = mmap(NULL, sizeof(*st->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+		      0);
 	if (st->sh == MAP_FAILED) {
 		st->sh = NULL;
 		snprintf(err, errlen, "cannot map the shared page (%s)", strerror(errno));
 		return -ENOMEM;
 	}
-	st->ch = (struct resp_chan){ .fd = { -1, -1 }, .mq = (mqd_t)-1, .sh = st->sh,
-				     .pshared = p->handler_process, .p = p };
+	st->ch = (struct resp_chan){ .fd = { -1, -1 },
+				     .mq = (mqd_t)-1,
+				     .sh = st->sh,
+				     .pshared = p->handler_process,
+				     .p = p };
 	if (st->tp->setup && (rc = st->tp->setup(&st->ch, err, errlen))) {
 		chan_close(&st->ch);
 		return rc;
@@ -66,7 +69,9 @@ static int response_thread_setup(struct mthread *t, const void *pp, char *err, s
 	st->stim_ch = st->ch;
 	st->rng = (uint64_t)p->seed ^ ((uint64_t)t->index * 0xd1b54a32d192ed03ULL);
 	(void)policy_read(0, &own);
-	st->stim = (struct companion){ .name = "stimulus", .run = stim_run, .arg = st,
+	st->stim = (struct companion){ .name = "stimulus",
+				       .run = stim_run,
+				       .arg = st,
 				       .process = p->handler_process,
 				       .cpu = p->stim_cpu >= 0 ? p->stim_cpu : t->cpu,
 				       .spec = p->stim_policy_set ? p->stim_policy : own,
@@ -74,7 +79,8 @@ static int response_thread_setup(struct mthread *t, const void *pp, char *err, s
 	if ((rc = comp_spawn(&st->stim, &own, err, errlen)))
 		return rc;
 	return comp_wait_ready(&st->stim, &st->sh->rep, &st->stim_seen,
-			       p->stim_policy_set ? "--stimulus-policy: " : "stimulus: ", err, errlen);
+			       p->stim_policy_set ? "--stimulus-policy: " : "stimulus: ", err,
+			       errlen);
 }
 
 static void response_thread_teardown(struct mthread *t, const void *pp)
@@ -200,7 +206,8 @@ static int64_t find_max_rate(struct resp_state *st, const struct run_ctl *ctl, i
 		s->interval_ns = iv;
 		s->count = taken;
 		s->lost = phase_lost(st->sh, ended, taken);
-		s->p99_ns = taken ? hist_quantile(&st->step_hist, 0.99, st->step.min, st->step.max) : -1;
+		s->p99_ns = taken ? hist_quantile(&st->step_hist, 0.99, st->step.min, st->step.max)
+				  : -1;
 		s->ok = ended && !st->err && taken && !s->lost && s->p99_ns <= iv;
 		if (!s->ok)
 			break;
@@ -311,13 +318,16 @@ static int parse_gpio(struct response_params *p, char *err, size_t errlen)
 	if (!colon || colon == s || (size_t)(colon - s) >= 64 ||
 	    sscanf(colon + 1, "%u,%u%n", &out, &in, &n) != 2 || colon[1 + n] || !n ||
 	    colon[1] < '0' || colon[1] > '9' || out == in) {
-		snprintf(err, errlen, "--gpio: \"%s\" is not CHIP:OUT,IN with two different line "
-			 "offsets (e.g. gpiochip0:17,27)", s);
+		snprintf(err, errlen,
+			 "--gpio: \"%s\" is not CHIP:OUT,IN with two different line "
+			 "offsets (e.g. gpiochip0:17,27)",
+			 s);
 		return -EINVAL;
 	}
 	snprintf(p->gpio_chip, sizeof(p->gpio_chip), "%s%.*s",
-		 memchr(s, '/', (size_t)(colon - s)) ? "" :
-		 strspn(s, "0123456789") == (size_t)(colon - s) ? "/dev/gpiochip" : "/dev/",
+		 memchr(s, '/', (size_t)(colon - s))              ? ""
+		 : strspn(s, "0123456789") == (size_t)(colon - s) ? "/dev/gpiochip"
+								  : "/dev/",
 		 (int)(colon - s), s);
 	p->gpio_out = out;
 	p->gpio_in = in;
@@ -344,7 +354,8 @@ static int response_check(void *pp, int nthreads, struct opt_fault *at, char *er
 	p->stim_cpu = p->stim_cpu_set ? p->stim_cpus.cpu[0] : -1;
 	if (!p->seed_set) /* recorded in the document, so that the run can be repeated */
 		p->seed = (int64_t)(splitmix64(&(uint64_t){ (uint64_t)mono_now_ns() ^
-							    ((uint64_t)getpid() << 32) }) >> 32);
+							    ((uint64_t)getpid() << 32) }) >>
+				    32);
 	if (p->transport != TP_GPIO) {
 		if (!p->gpio_text)
 			return 0;
@@ -502,7 +513,8 @@ static const struct opt_desc response_opts[] = {
 		 RP(handler_process), OPT_NO_SET),
 	OPT_DESC("find-max-rate", OPT_FLAG, 0, 0, NULL,
 		 "halve the interval until events are lost or p99 exceeds it; then measure the "
-		 "highest sustained rate", RP(find_max_rate), OPT_NO_SET),
+		 "highest sustained rate",
+		 RP(find_max_rate), OPT_NO_SET),
 	OPT_DESC("gpio", OPT_STRING, 0, 0, "CHIP:OUT,IN",
 		 "gpio transport: toggle line OUT, take both-edge events of line IN (wired to OUT)",
 		 RP(gpio_text), OPT_NO_SET),

@@ -84,9 +84,18 @@ static int eventfd_setup(struct resp_chan *c, char *err, size_t errlen)
 	return c->fd[0] < 0 ? fail_errno(err, errlen, "--transport: eventfd failed") : 0;
 }
 
-static int fd_fire(struct resp_chan *c) { return fd_wr8(c->fd[1], c->seq); }
-static int fd_wait(struct resp_chan *c) { return fd_rd8(c->fd[0]); }
-static int eventfd_fire(struct resp_chan *c) { return fd_wr8(c->fd[0], 1); }
+static int fd_fire(struct resp_chan *c)
+{
+	return fd_wr8(c->fd[1], c->seq);
+}
+static int fd_wait(struct resp_chan *c)
+{
+	return fd_rd8(c->fd[0]);
+}
+static int eventfd_fire(struct resp_chan *c)
+{
+	return fd_wr8(c->fd[0], 1);
+}
 
 static int futex_tp_fire(struct resp_chan *c)
 {
@@ -149,7 +158,10 @@ static int sem_setup(struct resp_chan *c, char *err, size_t errlen)
 	return fail_errno(err, errlen, "--transport: sem_init failed");
 }
 
-static int sem_fire(struct resp_chan *c) { return sem_post(&c->sh->sem) ? -errno : 0; }
+static int sem_fire(struct resp_chan *c)
+{
+	return sem_post(&c->sh->sem) ? -errno : 0;
+}
 
 static int sem_wait_ev(struct resp_chan *c)
 {
@@ -170,7 +182,8 @@ static int signal_setup(struct resp_chan *c, char *err, size_t errlen)
 	(void)sigemptyset(&c->sigs);
 	(void)sigaddset(&c->sigs, c->sig);
 	if ((rc = pthread_sigmask(SIG_BLOCK, &c->sigs, NULL)))
-		snprintf(err, errlen, "--transport: cannot block signal %d (%s)", c->sig, strerror(rc));
+		snprintf(err, errlen, "--transport: cannot block signal %d (%s)", c->sig,
+			 strerror(rc));
 	return -rc;
 }
 
@@ -306,14 +319,8 @@ const struct transport response_transports[TP_COUNT] = {
 };
 
 const char *const response_transport_names[TP_COUNT + 1] = {
-	[TP_PIPE] = "pipe",
-	[TP_EVENTFD] = "eventfd",
-	[TP_FUTEX] = "futex",
-	[TP_CONDVAR] = "condvar",
-	[TP_SIGNAL] = "signal",
-	[TP_MQ] = "mq",
-	[TP_UNIX] = "unix",
-	[TP_SEMAPHORE] = "semaphore",
-	[TP_GPIO] = "gpio",
+	[TP_PIPE] = "pipe",       [TP_EVENTFD] = "eventfd",     [TP_FUTEX] = "futex",
+	[TP_CONDVAR] = "condvar", [TP_SIGNAL] = "signal",       [TP_MQ] = "mq",
+	[TP_UNIX] = "unix",       [TP_SEMAPHORE] = "semaphore", [TP_GPIO] = "gpio",
 	[TP_COUNT] = NULL,
 };

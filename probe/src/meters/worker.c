@@ -22,7 +22,7 @@
 #include "lib/timeutil.h"
 #include "probe.h"
 
-#define RATE_MAX_HZ 1000000             /* 1 us between items */
+#define RATE_MAX_HZ 1000000 /* 1 us between items */
 #define POLL_MIN_NS NSEC_PER_USEC
 #define POLL_MAX_NS NSEC_PER_SEC
 
@@ -44,21 +44,21 @@ struct worker_params {
 
 /* One worker's hand-off; the producer writes the first line, the worker the slot's zero. */
 struct wk_state {
-	_Atomic int64_t slot;    /* producer's timestamp of the pending item (ns), 0: none */
-	_Atomic uint32_t gen;    /* futex word: +1 per item and at the end */
-	_Atomic int done;        /* the producer made its last item */
-	char pad[64];            /* keep the producer's bookkeeping off the hand-off line */
-	_Atomic uint32_t go;     /* futex word: enum go_state */
-	struct comp_report rep;  /* the producer says it is set up */
-	int efd;                 /* eventfd design, else -1 */
+	_Atomic int64_t slot;   /* producer's timestamp of the pending item (ns), 0: none */
+	_Atomic uint32_t gen;   /* futex word: +1 per item and at the end */
+	_Atomic int done;       /* the producer made its last item */
+	char pad[64];           /* keep the producer's bookkeeping off the hand-off line */
+	_Atomic uint32_t go;    /* futex word: enum go_state */
+	struct comp_report rep; /* the producer says it is set up */
+	int efd;                /* eventfd design, else -1 */
 	const struct worker_params *p;
-	_Atomic int *stop;       /* the run's stop flag */
-	uint64_t limit;          /* items to make, 0: no limit */
+	_Atomic int *stop; /* the run's stop flag */
+	uint64_t limit;    /* items to make, 0: no limit */
 	int64_t start_ns, duration_ns;
 	/* The producer's results, read after done (acquire) or after join. */
 	uint64_t items, lost, overruns;
 	int64_t prod_cpu_ns, prod_wall_ns;
-	struct companion prod;   /* a thread */
+	struct companion prod; /* a thread */
 	/* The worker's own. */
 	int64_t cpu_ns, wall_ns; /* thread CPU time and wall time of the loop */
 };
@@ -231,14 +231,18 @@ static int worker_thread_setup(struct mthread *t, const void *pp, char *err, siz
 	st->p = p;
 	st->efd = -1;
 	(void)policy_read(0, &own);
-	st->prod = (struct companion){ .name = "producer", .run = producer_main, .arg = st,
+	st->prod = (struct companion){ .name = "producer",
+				       .run = producer_main,
+				       .arg = st,
 				       .cpu = p->prod_cpu >= 0 ? p->prod_cpu : t->cpu,
 				       .spec = p->prod_policy_set ? p->prod_policy : own,
 				       .may_fall_back = t->fallback };
 	if (st->prod.cpu >= 0 && st->prod.cpu == t->cpu && starves(d, &own, &st->prod.spec)) {
-		snprintf(err, errlen, "--design %s: the real-time worker on CPU %d would keep the "
+		snprintf(err, errlen,
+			 "--design %s: the real-time worker on CPU %d would keep the "
 			 "producer there from running; give --producer-cpu another CPU or "
-			 "--producer-policy a higher priority", d->name, t->cpu);
+			 "--producer-policy a higher priority",
+			 d->name, t->cpu);
 		return -EINVAL;
 	}
 	if (!strcmp(d->name, "eventfd") && (st->efd = eventfd(0, EFD_CLOEXEC)) < 0) {
@@ -249,7 +253,8 @@ static int worker_thread_setup(struct mthread *t, const void *pp, char *err, siz
 	if ((rc = comp_spawn(&st->prod, &own, err, errlen)))
 		return rc;
 	return comp_wait_ready(&st->prod, &st->rep, &st->rep.info,
-			       p->prod_policy_set ? "--producer-policy: " : "producer: ", err, errlen);
+			       p->prod_policy_set ? "--producer-policy: " : "producer: ", err,
+			       errlen);
 }
 
 static void worker_thread_teardown(struct mthread *t, const void *pp)
@@ -330,8 +335,10 @@ static int parse_design(struct worker_params *p, char *err, size_t errlen)
 		if (strlen(designs[i].name) == len && !strncmp(designs[i].name, s, len))
 			p->design = i;
 	if (p->design < 0) {
-		snprintf(err, errlen, "--design: \"%s\" is not one of busy, yield, sleep:DUR, futex, "
-			 "eventfd", s);
+		snprintf(err, errlen,
+			 "--design: \"%s\" is not one of busy, yield, sleep:DUR, futex, "
+			 "eventfd",
+			 s);
 		return -EINVAL;
 	}
 	if (!designs[p->design].takes_period) {
@@ -418,7 +425,8 @@ static void worker_thread_json(struct jw *w, const struct mthread *t, const void
 static const struct opt_desc worker_opts[] = {
 	OPT_DESC("design", OPT_STRING, 0, 0, "NAME",
 		 "how the worker waits: busy, yield, sleep:DUR (poll period 1us..1s), futex or "
-		 "eventfd (default futex)", WP(design_text), OPT_NO_SET),
+		 "eventfd (default futex)",
+		 WP(design_text), OPT_NO_SET),
 	OPT_DESC("rate", OPT_INT, 1, RATE_MAX_HZ, "HZ",
 		 "items the producer makes per second, at a fixed interval (default 1000)",
 		 WP(rate_hz), OPT_NO_SET),
