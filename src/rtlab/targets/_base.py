@@ -91,3 +91,9 @@ class Target(ABC):
 
     def close(self) -> None:  # noqa: B027 (most targets hold nothing to close)
         """Leave nothing behind there."""
+
+    def __enter__(self) -> Target:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -21,7 +21,7 @@ from rtlab.probecall import ProbeCall
 from rtlab.records import CaseRecord
 from rtlab.system import Root, SnapshotRoot, parse_cpulist
 from rtlab.targets._base import CheckFn, ProgressFn, Target
-from rtlab.targets._session import Session
+from rtlab.targets._session import Result, Session
 from rtlab.targets._spec import LABGRID, TargetSpec
 
 T = TypeVar("T")
@@ -156,6 +156,12 @@ class Remote(Target):
             if on_progress is not None:
                 on_progress(item)
         return fut.result()
+
+    def shell(self, command: str, stdin: bytes | None = None) -> Result:
+        """Run a POSIX shell COMMAND there (every word quoted by the caller): its status,
+        output and errors. LostError when the connection goes."""
+        assert self.session is not None
+        return self._call(self.session.run(command, stdin))
 
     def close(self) -> None:
         """Remove the private directory there, close the connection, end the thread."""

@@ -55,6 +55,15 @@ DEFAULT_CPUS, DEFAULT_MEMORY = 2, "1G"
 KVM_BOOT_S = 60  # a guest under KVM answers SSH within seconds; not then: it hangs
 TCG_BOOT_S = 600  # under emulation a boot takes 20-60 s on a 2-CPU machine
 STOP_S = 10
+#: Typed on the guest's console once its shell is up: the guest's address for QEMU's
+#: user network (10.0.2.15) on every interface, when virtme-ng's DHCP did not configure
+#: one (the host's udev rules may rename eth0 under it, e.g. to enp0s4).
+NETWORK = (
+    b'for d in /sys/class/net/*; do n=${d##*/}; [ "$n" = lo ] && continue; '
+    b'ip link set "$n" up; ip -4 addr show dev "$n" | grep -q inet || '
+    b'ip addr add 10.0.2.15/24 dev "$n"; done 2>/dev/null\n'
+)
+PROMPT = b"@virtme-ng:"  # the guest's shell has started (its prompt)
 #: The guard of a guest: its stdin is a pipe from rtlab; at its end (rtlab gone, even by
 #: SIGKILL) it stops the guest's process group ($1), which rtlab made for it.
 GUARD = 'read _ ; kill -TERM "-$1"; sleep 5; kill -KILL "-$1"'
@@ -185,6 +194,19 @@ class Machine:
             rt_cpus=spec.rt_cpus,
         )
 
+    def console_has(self, text: bytes) -> bool:
+        try:
+            return text in (self.home / "console.log").read_bytes()
+        except OSError:
+            return False
+
+    def type(self, text: bytes) -> None:
+        """TEXT typed on the guest's console (its shell reads it)."""
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.write(text)
+                self.proc.stdin.flush()
+
     def log_tail(self, lines: int = 3) -> str:
         try:
             text = (self.home / "console.log").read_bytes()[-8192:].decode(errors="replace")
@@ -252,6 +274,26 @@ def kvm_usable() -> str | None:
     return None
 
 
+def _alive(pid: int) -> bool:
+    """PID runs (a zombie does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[:1] not in (["Z"], ["X"])
+
+
+def _remove_stale_homes() -> None:
+    """The homes of guests whose rtlab died (their guards stopped the guests)."""
+    for home in Path(tempfile.gettempdir()).glob(f"{HOME_PREFIX}*"):
+        try:
+            owner = int((home / "owner").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if owner != os.getpid() and not _alive(owner):
+            shutil.rmtree(home, ignore_errors=True)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -284,7 +326,9 @@ def _command(vng: str, spec: TargetSpec, port: int, accel: str) -> list[str]:
 def _start(spec: TargetSpec, accel: str, deadline_s: float, say: Any) -> Machine:
     """Boot SPEC under ACCEL; the machine once its sshd answers, else UnsupportedError."""
     vng = find_tool("vng", "virtme-ng (pip install virtme-ng)")
-    home = Path(tempfile.mkdtemp(prefix="rtlab-vm-"))
+    _remove_stale_homes()
+    home = Path(tempfile.mkdtemp(prefix=HOME_PREFIX))
+    (home / "owner").write_text(f"{os.getpid()}\n")
     port = _free_port()
     env = {**os.environ, "HOME": str(home), "PATH": _path()}
     log = (home / "console.log").open("wb")
@@ -308,9 +352,12 @@ def _start(spec: TargetSpec, accel: str, deadline_s: float, say: Any) -> Machine
     )
     machine = Machine(proc, guard, port, accel, home)
     say(f"{spec.name}: booting {spec.kernel} under {accel.upper()} ...")
-    start = time.monotonic()
+    start, typed = time.monotonic(), False
     try:
         while not _ssh_answers(port):
+            if not typed and time.monotonic() - start > 5 and machine.console_has(PROMPT):
+                machine.type(NETWORK)
+                typed = True
             if proc.poll() is not None:
                 raise BootFailed(
                     f"{spec.name}: the virtual machine ended at boot under {accel.upper()} "
