@@ -55,6 +55,8 @@ DEFAULT_CPUS, DEFAULT_MEMORY = 2, "1G"
 KVM_BOOT_S = 60  # a guest under KVM answers SSH within seconds; not then: it hangs
 TCG_BOOT_S = 600  # under emulation a boot takes 20-60 s on a 2-CPU machine
 STOP_S = 10
+HOME_PREFIX = "rtlab-vm-"  # a guest's home for virtme-ng, in the temporary directory
+BOOT = Path("/boot")  # where a release's image is: BOOT/vmlinuz-RELEASE
 #: Typed on the guest's console once its shell is up: the guest's address for QEMU's
 #: user network (10.0.2.15) on every interface, when virtme-ng's DHCP did not configure
 #: one (the host's udev rules may rename eth0 under it, e.g. to enp0s4).
@@ -134,7 +136,7 @@ def vm_spec(name: str, kernel: str, options: dict[str, Any], where: str) -> Targ
 
 def resolve_kernel(kernel: str, where: str) -> Path:
     """KERNEL as an image: a path, or /boot/vmlinuz-RELEASE; UserError when there is none."""
-    path = Path(kernel) if "/" in kernel else Path("/boot") / f"vmlinuz-{kernel}"
+    path = Path(kernel) if "/" in kernel else BOOT / f"vmlinuz-{kernel}"
     try:
         ok = path.is_file()
     except (OSError, ValueError):
