@@ -100,9 +100,9 @@ def test_named_targets_come_from_the_targets_file(tmp_path, monkeypatch):
     [
         ('[a]\nhost = "h"\nport = 70000\n', "out of range"),
         ('[a]\nhost = "h"\npasword = "x"\n', "unknown key 'pasword'"),
-        ('[a]\nhost = "h"\nlabgrid = "p"\n', "either host"),
+        ('[a]\nhost = "h"\nlabgrid = "p"\n', "give one of"),
         ('[a]\nlabgrid = "p"\nport = 22\n', "not for a labgrid target"),
-        ('[a]\nuser = "root"\n', "either host"),
+        ('[a]\nuser = "root"\n', "give one of"),
         ('[a]\nhost = "h"\nrt_cpus = "x-y"\n', "rt_cpus"),
         ('["a b"]\nhost = "h"\n', "letters, digits"),
         ('[a]\nhost = "h;reboot"\n', "not a host"),
