@@ -12,9 +12,12 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # Debian packages the tests use (cyclictest for the import tests, chromium to render
 # the HTML report, stress-ng and iperf3 as load backends; hackbench comes with rt-tests;
 # openssh-server for the SSH target tests, which start their own sshd; setpriv, unshare
-# and mount, in every full Debian, for minimal images). tests/_skips.py maps each
-# command the tests run to its package here.
-TEST_DEBS := rt-tests chromium stress-ng iperf3 openssh-server openssh-client util-linux mount
+# and mount, in every full Debian, for minimal images; Debian's 6.1 PREEMPT_RT and
+# generic kernels, QEMU, kmod (depmod), busybox-static (the guest's DHCP) and file (the
+# image's release) for the virtual-machine tests of tests/vm/, rtla for the real rtla
+# output they import). tests/_skips.py maps each command the tests run to its package.
+TEST_DEBS := rt-tests chromium stress-ng iperf3 openssh-server openssh-client util-linux mount \
+	qemu-system-x86 kmod busybox-static file linux-image-rt-amd64 linux-image-amd64 rtla
 
 .PHONY: run test install probe probe-test pytest lint typecheck debs cross-test cross-probe bench \
 	clean sanitize sanitize-deps format format-check clang-format-deb

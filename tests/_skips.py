@@ -34,6 +34,9 @@ DEBS = {
     "setpriv": "util-linux",
     "unshare": "util-linux",
     "mount": "mount",
+    "qemu-system-x86_64": "qemu-system-x86",
+    "depmod": "kmod",
+    "rtla": "rtla",
 }
 
 
@@ -58,7 +61,8 @@ def need_tool(name: str) -> str:
 
 def makefile_debs() -> list[str]:
     """TEST_DEBS of the Makefile: the packages `make debs` installs."""
-    m = re.search(r"^TEST_DEBS\s*:=(.*)$", MAKEFILE.read_text(), re.M)
+    text = re.sub(r"\\\n", " ", MAKEFILE.read_text())  # continued lines joined
+    m = re.search(r"^TEST_DEBS\s*:=(.*)$", text, re.M)
     return m.group(1).split() if m else []
 
 

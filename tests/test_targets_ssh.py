@@ -410,3 +410,15 @@ def _listening(host: str, port: int) -> bool:
 
     with socket.socket() as s:
         return s.connect_ex((host, port)) == 0
+
+
+def test_a_command_killed_there_reports_the_shells_status(env):
+    """A command that dies of a signal on the target is 128 + the signal, not a lost
+    connection: the session goes on."""
+    from rtlab.targets import open_target
+
+    _, started, _ = env
+    with open_target(started[0].url) as target:
+        killed = target.shell("kill -KILL $$")  # type: ignore[attr-defined]
+        assert killed.status == 128 + signal.SIGKILL
+        assert target.shell("echo still").stdout == b"still\n"  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import socket
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,20 @@ class SshChannel:
         except self._errors:
             return None, b""
         status = done.exit_status
-        return (status if status is not None and status >= 0 else None), err
+        if status is not None and status >= 0:
+            return status, err
+        return _signal_status(done.exit_signal), err
+
+
+def _signal_status(exit_signal: Any) -> int | None:
+    """A command killed by a signal as a shell reports it (128 + its number); None when
+    the connection ended without an exit status or a signal (lost)."""
+    if not exit_signal:
+        return None
+    try:
+        return 128 + int(signal.Signals["SIG" + str(exit_signal[0])])
+    except KeyError:
+        return 128
 
 
 class SshTransport:

@@ -1,0 +1,98 @@
+"""Real kernels in virtual machines: Debian's 6.1 PREEMPT_RT and generic kernels, each
+booted once for the session (vm:KERNEL targets, virtme-ng + QEMU), with a boot line
+that isolates CPU 1. The guest sees this machine's root file system, so this rtlab and
+its probe run there at the same paths.
+
+The kernels and QEMU are Debian packages of `make debs`: missing, they are a setup-class
+skip (a failure in CI as root). Only a machine that cannot run QEMU at all skips."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from rtlab.probe import find_probe
+from rtlab.targets import open_target
+
+from .._skips import need_tool, skip_setup
+
+#: CPU 1 of the 2 guest CPUs is the real-time one.
+APPEND = "isolcpus=managed_irq,domain,1 nohz_full=1 rcu_nocbs=1"
+RT_CPU = 1
+STATE = "/tmp/rtlab-state"  # RTLAB_STATE inside the guest (tune and partition journals)
+
+
+def release(kind: str) -> str:
+    """The newest Debian 6.1 kernel of KIND ("rt" or "generic") installed in /boot."""
+    images = sorted(Path("/boot").glob("vmlinuz-*-amd64"))
+    rt = [p for p in images if p.name.endswith("-rt-amd64")]
+    found = rt if kind == "rt" else [p for p in images if p not in rt]
+    if not found:
+        package = "linux-image-rt-amd64" if kind == "rt" else "linux-image-amd64"
+        skip_setup(f"no {kind} kernel in /boot (Debian package {package}: make debs)")
+    return found[-1].name.removeprefix("vmlinuz-")
+
+
+def vm_url(kind: str, append: str = APPEND) -> str:
+    return f"vm:{release(kind)}?cpus=2&memory=1G&append={append}"
+
+
+@dataclass
+class Guest:
+    """A booted kernel: its target, and commands run in it."""
+
+    target: object
+    release: str
+
+    def sh(self, command: str, check: bool = True) -> str:
+        """COMMAND's standard output; its failure is the test's (with its stderr)."""
+        r = self.target.shell(command)  # type: ignore[attr-defined]
+        out = r.stdout.decode(errors="replace")
+        if check and r.status != 0:
+            err = r.stderr.decode(errors="replace").strip()[-800:]
+            raise AssertionError(f"in the guest: {command!r} exited {r.status}: {err}")
+        return out
+
+    def rtlab(self, *args: str, check: bool = True) -> str:
+        """`rtlab ARGS` run in the guest by this very installation."""
+        env = f"RTLAB_STATE={STATE} RTLAB_RESULTS=/tmp/rtlab-results"
+        return self.sh(f"{env} {shlex.quote(sys.executable)} -m rtlab.cli "
+                       + " ".join(shlex.quote(a) for a in args), check)  # fmt: skip
+
+    @property
+    def probe(self) -> str:
+        return shlex.quote(str(find_probe()))
+
+
+def _boot(kind: str) -> Iterator[Guest]:
+    if os.geteuid() != 0:
+        pytest.skip("booting a guest that measures as root needs root here")
+    need_tool("qemu-system-x86_64")
+    need_tool("depmod")
+    url = vm_url(kind)
+    target = open_target(url)
+    try:
+        yield Guest(target, release(kind))
+    finally:
+        target.close()
+
+
+@pytest.fixture(scope="session")
+def rt_guest() -> Iterator[Guest]:
+    yield from _boot("rt")
+
+
+@pytest.fixture(scope="session")
+def generic_guest() -> Iterator[Guest]:
+    yield from _boot("generic")
+
+
+@pytest.fixture(params=["rt", "generic"])
+def guest(request) -> Guest:
+    return request.getfixturevalue(f"{request.param}_guest")

@@ -1,0 +1,140 @@
+"""Every kernel-facing feature on real kernels: Debian's 6.1 PREEMPT_RT and generic
+kernels booted in virtual machines (tests/vm/conftest.py), CPU 1 isolated by the boot
+line. What these kernels show is asserted; no latency figure is."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import sys
+from pathlib import Path
+
+from .conftest import RT_CPU, STATE, Guest
+
+SPINNER = Path(__file__).resolve().parents[1] / "probe" / "spinner.py"
+
+
+def findings(audit: dict) -> dict[str, dict]:
+    return {f["id"]: f for f in audit["findings"]}
+
+
+# --- the audit and the fingerprint -----------------------------------------------------------
+
+
+def test_the_rt_kernel_is_recognised_with_its_tracers_and_isolation(rt_guest: Guest):
+    system, audit = rt_guest.target.audit(None)  # type: ignore[attr-defined]
+    facts = audit["facts"]
+    assert system["kernel_release"] == rt_guest.release
+    assert system["preempt_model"] == "rt" and system["realtime"] is True
+    assert {"timerlat", "osnoise", "hwlat"} <= set(facts["tracers_available"])
+    assert system["isolated_cpus"] == [RT_CPU]
+    assert system["nohz_full_cpus"] == [RT_CPU] and system["rcu_nocbs_cpus"] == [RT_CPU]
+    f = findings(audit)
+    assert f["kernel.preempt"]["status"] == "OK"
+    assert f["boot.isolcpus"]["status"] == "OK"
+    assert f["trace.available"]["status"] == "OK"
+    assert system["virtualization"]["accel"] in ("kvm", "tcg")
+
+
+def test_the_generic_kernel_is_dynamic_without_the_rt_tracers(generic_guest: Guest):
+    system, audit = generic_guest.target.audit(None)  # type: ignore[attr-defined]
+    facts = audit["facts"]
+    assert system["preempt_model"].startswith("dynamic:") and system["realtime"] is False
+    assert not {"timerlat", "osnoise"} & set(facts["tracers_available"] or [])
+    assert system["isolated_cpus"] == [RT_CPU] and system["nohz_full_cpus"] == [RT_CPU]
+    f = findings(audit)
+    assert f["kernel.preempt"]["status"] != "OK"
+    assert f["trace.available"]["status"] != "OK"
+
+
+# --- spikes explained from the kernel's own trace lines --------------------------------------
+
+
+def test_a_planted_fifo_thread_is_named_as_the_cause(guest: Guest):
+    """A SCHED_FIFO 80 spinner on the measured CPU (3 ms every 30 ms) delays a fifo:50
+    wake-up: the explanation names it, by name and PID, from real trace lines."""
+    spin = (
+        f"{shlex.quote(sys.executable)} {shlex.quote(str(SPINNER))} {RT_CPU} 80 3000 30 "
+        "rtlab-plant >/tmp/spin.out 2>&1 & echo $!"
+    )
+    pid = int(guest.sh(spin).strip())
+    try:
+        guest.sh("for i in $(seq 100); do grep -q ready /tmp/spin.out && break; sleep 0.1; done")
+        guest.sh(
+            f"{guest.probe} wakeup --cpus {RT_CPU} --policy fifo:50 --duration 4s "
+            "--explain 100us --explain-max 5 --json /tmp/explain.json --quiet"
+        )
+    finally:
+        guest.sh(f"kill {pid}", check=False)
+    doc = json.loads(guest.sh("cat /tmp/explain.json"))
+    assert doc["explain"]["status"] == "ok", doc["explain"]
+    spikes = doc["spikes"]
+    assert spikes, "no sample above 100 µs with a 3 ms spinner on the CPU"
+    for s in spikes:
+        assert sum(c["ns"] for c in s["causes"]) + s["unexplained_ns"] == s["latency_ns"]
+    named = [
+        s
+        for s in spikes
+        if s["causes"]
+        and s["causes"][0]["kind"] == "thread"
+        and s["causes"][0]["name"] == "rtlab-plant"
+        and s["causes"][0]["pid"] == pid
+    ]
+    assert len(named) * 2 > len(spikes), " | ".join(s["verdict"] for s in spikes)
+    assert named[0]["causes"][0]["policy"] == "fifo"
+
+
+# --- partitions and tuning on the kernels' own cgroup v2 and sysctls ------------------------
+
+
+CGROUP_FILES = (
+    "cat /sys/fs/cgroup/cgroup.subtree_control; "
+    "ls /sys/fs/cgroup; "
+    "for f in /proc/irq/default_smp_affinity /sys/devices/virtual/workqueue/cpumask; "
+    'do echo "$f $(cat $f 2>/dev/null)"; done; '
+    'for d in /proc/irq/[0-9]*; do echo "$d $(cat $d/smp_affinity_list 2>/dev/null)"; done'
+)
+
+
+def test_a_cgroup_v2_partition_is_made_used_and_undone(guest: Guest):
+    before = guest.sh(CGROUP_FILES)
+    made = json.loads(guest.rtlab("partition", "create", "--rt", str(RT_CPU), "--json"))
+    assert made["version"] == 2, made
+    shown = json.loads(guest.rtlab("partition", "show", "--json"))
+    assert shown["exists"] and shown["cgroup"] == "cgroup v2", shown
+    assert shown["state"] in ("isolated", "root"), shown  # as this kernel allows
+    inside = guest.rtlab("partition", "run", "--", "cat", "/proc/self/cgroup")
+    assert "/rt" in inside
+    guest.rtlab("partition", "undo")
+    assert guest.sh(CGROUP_FILES) == before
+
+
+def test_a_crashed_partition_create_is_undone(guest: Guest):
+    """SIGKILLed inside its 3rd write: undo puts every file back."""
+    before = guest.sh(CGROUP_FILES)
+    crashed = guest.target.shell(  # type: ignore[attr-defined]
+        f"RTLAB_STATE={STATE} RTLAB_TUNE_CRASH_AT=3:inside {shlex.quote(sys.executable)} "
+        f"-m rtlab.cli partition create --rt {RT_CPU}"
+    )
+    assert crashed.status == 128 + signal.SIGKILL, crashed  # killed, as a shell reports it
+    guest.rtlab("partition", "undo")
+    assert guest.sh(CGROUP_FILES) == before
+
+
+TUNED_FILES = (
+    "for f in /proc/sys/kernel/timer_migration /proc/sys/vm/stat_interval "
+    "/proc/sys/vm/dirty_writeback_centisecs /proc/sys/kernel/watchdog_cpumask "
+    "/proc/sys/kernel/sched_rt_runtime_us /sys/kernel/mm/ksm/run; "
+    'do echo "$f $(cat $f 2>/dev/null)"; done'
+)
+
+
+def test_tuning_applies_and_resets_byte_for_byte(guest: Guest):
+    before = guest.sh(TUNED_FILES)
+    applied = json.loads(guest.rtlab("tune", "apply", "--rt-cpus", str(RT_CPU), "--json",
+                                     check=False))  # fmt: skip
+    assert any(o["state"] == "changed" for o in applied["outcomes"]), applied
+    assert guest.sh(TUNED_FILES) != before
+    guest.rtlab("tune", "reset")
+    assert guest.sh(TUNED_FILES) == before
