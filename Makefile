@@ -49,7 +49,7 @@ debs:
 	done; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" -eq 0 ]; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+			apt-get update -qq -o DPkg::Lock::Timeout=600 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 $$missing; \
 		else echo "not root: tests needing$$missing will skip"; fi; \
 	fi
 
@@ -76,7 +76,7 @@ format-check: clang-format-deb
 clang-format-deb:
 	@command -v clang-format >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" -eq 0 ]; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-format; \
+			apt-get update -qq -o DPkg::Lock::Timeout=600 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 clang-format; \
 		else echo "clang-format is missing: apt-get install clang-format (as root)" >&2; exit 1; fi; }
 
 probe-test: probe
@@ -108,8 +108,8 @@ sanitize-deps:
 		pkg=libgcc-$$(cc -dumpversion | cut -d. -f1)-dev; \
 		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 		echo "sanitize: installing $$pkg (gcc's sanitizer runtimes)"; \
-		$$sudo apt-get update && \
-		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $$pkg; \
+		$$sudo apt-get update -o DPkg::Lock::Timeout=600 && \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=600 $$pkg; \
 	fi
 
 $(ASAN)/build.ninja: $(VENV)/.stamp probe/meson.build probe/meson_options.txt
@@ -146,8 +146,8 @@ cross-test: $(VENV)/.stamp
 	if [ -n "$$missing" ]; then \
 		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 		echo "cross-test: installing$$missing"; \
-		$$sudo apt-get update && \
-		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+		$$sudo apt-get update -o DPkg::Lock::Timeout=600 && \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=600 $$missing; \
 	fi
 	@if [ -f $(CROSS)/build.ninja ]; then \
 		$(CROSS_ENV) $(VENV)/bin/meson setup --reconfigure $(CROSS) probe --cross-file $(CROSS_FILE) -Dstatic=true; \
