@@ -123,3 +123,34 @@ def test_missing_tools_are_exit_3(kernel, monkeypatch):
     spec = parse_target(f"vm:{kernel}?accel=tcg")
     with pytest.raises(UnsupportedError, match="vm targets need qemu-system"):
         _vm.boot(spec, lambda text: None)
+
+
+def test_a_port_taken_at_boot_is_chosen_again(monkeypatch):
+    """Two guests booting at once (a farm) can be given the same free port: the one whose
+    QEMU cannot listen on it boots again on another port."""
+    from rtlab.targets import _vm
+
+    tried: list[int] = []
+    ports = iter([40001, 40002, 40003])
+
+    def start_once(spec, accel, deadline_s, say, port):
+        tried.append(port)
+        if len(tried) < 3:
+            raise _vm.PortTaken(f"port {port} taken")
+        return "machine"
+
+    monkeypatch.setattr(_vm, "_free_port", lambda: next(ports))
+    monkeypatch.setattr(_vm, "_start_once", start_once)
+    assert _vm._start(None, "tcg", 1.0, print) == "machine"
+    assert tried == [40001, 40002, 40003]
+
+
+def test_ports_are_tried_a_bounded_number_of_times(monkeypatch):
+    from rtlab.targets import _vm
+
+    def start_once(spec, accel, deadline_s, say, port):
+        raise _vm.PortTaken("taken")
+
+    monkeypatch.setattr(_vm, "_start_once", start_once)
+    with pytest.raises(_vm.PortTaken):
+        _vm._start(None, "tcg", 1.0, print)

@@ -52,6 +52,9 @@ MAX_CPUS = 64  # virtual CPUs of one guest
 MAX_APPEND = 4096  # characters added to the kernel command line
 MEMORY_RE = re.compile(r"([1-9][0-9]{0,6})([MG]?)")
 DEFAULT_CPUS, DEFAULT_MEMORY = 2, "1G"
+PORT_TRIES = 5  # ports tried for a guest's sshd
+#: What QEMU says when the port for the guest's sshd is taken.
+PORT_IN_USE = b"Could not set up host forwarding rule"
 KVM_BOOT_S = 60  # a guest under KVM answers SSH within seconds; not then: it hangs
 TCG_BOOT_S = 600  # under emulation a boot takes 20-60 s on a 2-CPU machine
 STOP_S = 10
@@ -242,6 +245,10 @@ class BootFailed(UnsupportedError):
     """The virtual machine ended before its SSH server answered."""
 
 
+class PortTaken(BootFailed):
+    """QEMU could not listen on the port chosen for the guest's sshd."""
+
+
 def _end(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.kill()
@@ -326,12 +333,23 @@ def _command(vng: str, spec: TargetSpec, port: int, accel: str) -> list[str]:
 
 
 def _start(spec: TargetSpec, accel: str, deadline_s: float, say: Any) -> Machine:
-    """Boot SPEC under ACCEL; the machine once its sshd answers, else UnsupportedError."""
+    """Boot SPEC under ACCEL; the machine once its sshd answers, else UnsupportedError.
+    A port taken between its choice and QEMU's bind (another guest booting at the same
+    time, as in a farm) is chosen again."""
+    for attempt in range(PORT_TRIES):
+        try:
+            return _start_once(spec, accel, deadline_s, say, _free_port())
+        except PortTaken:
+            if attempt == PORT_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_once(spec: TargetSpec, accel: str, deadline_s: float, say: Any, port: int) -> Machine:
     vng = find_tool("vng", "virtme-ng (pip install virtme-ng)")
     _remove_stale_homes()
     home = Path(tempfile.mkdtemp(prefix=HOME_PREFIX))
     (home / "owner").write_text(f"{os.getpid()}\n")
-    port = _free_port()
     env = {**os.environ, "HOME": str(home), "PATH": _path()}
     log = (home / "console.log").open("wb")
     proc = subprocess.Popen(
@@ -361,6 +379,8 @@ def _start(spec: TargetSpec, accel: str, deadline_s: float, say: Any) -> Machine
                 machine.type(NETWORK)
                 typed = True
             if proc.poll() is not None:
+                if machine.console_has(PORT_IN_USE):
+                    raise PortTaken(f"{spec.name}: port {port} taken")
                 raise BootFailed(
                     f"{spec.name}: the virtual machine ended at boot under {accel.upper()} "
                     f"(exit {proc.returncode}): {machine.log_tail() or 'no output'}"
