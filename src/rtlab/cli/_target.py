@@ -30,7 +30,10 @@ def target_options(f: CommandFn) -> CommandFn:
     f = click.option(
         "--target",
         metavar="TARGET",
-        help="measure there: ssh://[user@]host[:port], labgrid:PLACE or a named target",
+        help=(
+            "measure there: ssh://[user@]host[:port], labgrid:PLACE, vm:KERNEL[?options] "
+            "(a kernel booted in a virtual machine) or a named target"
+        ),
     )(f)
     return f
 

@@ -72,7 +72,7 @@ def _write_atomic(path: Path, text: str) -> None:
     "--target",
     "target_spec",
     metavar="TARGET",
-    help="audit there: ssh://[user@]host[:port], labgrid:PLACE or a named target",
+    help="audit there: ssh://[user@]host[:port], labgrid:PLACE, vm:KERNEL[?options], a name",
 )
 @click.option(
     "--targets",

@@ -352,7 +352,7 @@ def _pick(
 @click.option(
     "--target",
     metavar="TARGET",
-    help="the experiment `rtlab run --target TARGET` is running (ssh://…, labgrid:…, a name)",
+    help="the experiment `rtlab run --target TARGET` is running (ssh://…, labgrid:…, vm:…, a name)",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="JSON lines on stdout instead of the live view"
