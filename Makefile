@@ -15,9 +15,12 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # and mount, in every full Debian, for minimal images; Debian's 6.1 PREEMPT_RT and
 # generic kernels, QEMU, kmod (depmod), busybox-static (the guest's DHCP) and file (the
 # image's release) for the virtual-machine tests of tests/vm/, rtla for the real rtla
-# output they import). tests/_skips.py maps each command the tests run to its package.
+# output they import; linux-source-6.1 with xz-utils, flex and bison for scripts/kconfig, the
+# kernel tree the kconfig fragment is merged into). tests/_skips.py maps each command the
+# tests run to its package.
 TEST_DEBS := rt-tests chromium stress-ng iperf3 openssh-server openssh-client util-linux mount \
-	qemu-system-x86 kmod busybox-static file linux-image-rt-amd64 linux-image-amd64 rtla
+	qemu-system-x86 kmod busybox-static file linux-image-rt-amd64 linux-image-amd64 rtla \
+	linux-source-6.1 xz-utils flex bison
 
 .PHONY: run test install probe probe-test pytest lint typecheck debs cross-test cross-probe bench \
 	clean sanitize sanitize-deps format format-check clang-format-deb

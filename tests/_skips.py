@@ -37,6 +37,12 @@ DEBS = {
     "qemu-system-x86_64": "qemu-system-x86",
     "depmod": "kmod",
     "rtla": "rtla",
+    # The kernel tree tests/test_kconfig_merge.py merges fragments into, and what its
+    # scripts/kconfig needs besides gcc and make.
+    "/usr/src/linux-source-6.1.tar.xz": "linux-source-6.1",
+    "xz": "xz-utils",
+    "flex": "flex",
+    "bison": "bison",
 }
 
 

@@ -327,7 +327,6 @@ def test_desktop_fragment(rtlab):
     assert settings(text) == [
         "CONFIG_EXPERT=y",
         "CONFIG_PREEMPT_RT=y",
-        "# CONFIG_PREEMPT_VOLUNTARY is not set",
         "# CONFIG_DEBUG_KMEMLEAK is not set",
         "CONFIG_HZ_1000=y",
         "# CONFIG_HZ_250 is not set",
@@ -369,8 +368,7 @@ def test_fragment_for_a_preempt_dynamic_kernel_with_lockdep(tmp_path):
     text, got = _fragment(tmp_path, LOCKDEP_DYNAMIC)
     assert settings(text) == [
         "CONFIG_EXPERT=y",
-        "CONFIG_PREEMPT_RT=y",
-        "# CONFIG_PREEMPT_VOLUNTARY is not set",
+        "CONFIG_PREEMPT_RT=y",  # it replaces VOLUNTARY: that one is not unset
         "# CONFIG_PROVE_LOCKING is not set",  # LOCKDEP has no prompt: its selectors go
         "# CONFIG_DEBUG_LOCK_ALLOC is not set",
         "# CONFIG_DEBUG_SPINLOCK is not set",
@@ -417,7 +415,7 @@ def test_kconfig_file_is_written_atomically_beside_the_human_report(rtlab, tmp_p
     target.write_text("old\n")
     rc, out, err = rtlab("audit", "--root", str(SYSTEMS / "desktop"), "--kconfig", str(target))
     assert rc == 1 and err == ""
-    assert f"kernel config fragment: 12 settings written to {target}" in out
+    assert f"kernel config fragment: 11 settings written to {target}" in out
     _, stdout_text, _ = rtlab("audit", "--root", str(SYSTEMS / "desktop"), "--kconfig", "-")
     assert target.read_text() == stdout_text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rt.config"]

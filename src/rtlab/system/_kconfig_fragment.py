@@ -67,25 +67,19 @@ def _kernel_config(fr: Fragment, f: Facts, x: Finding) -> None:
 def _preempt(fr: Fragment, f: Facts, x: Finding) -> None:
     if f.preempt_model in ("unknown", "rt"):
         return
+    fr.set("CONFIG_EXPERT", "y", x.id, "PREEMPT_RT depends on EXPERT (kernel/Kconfig.preempt)")
+    # The current model is not unset: before 6.13 the later PREEMPT_RT=y wins the choice,
+    # after it NONE and VOLUNTARY depend on !PREEMPT_RT; where PREEMPT_RT cannot be set,
+    # "# CONFIG_PREEMPT_VOLUNTARY is not set" only demoted the kernel to PREEMPT_NONE.
     fr.set(
-        "CONFIG_EXPERT",
+        "CONFIG_PREEMPT_RT",
         "y",
         x.id,
-        "PREEMPT_RT depends on EXPERT && ARCH_SUPPORTS_RT (kernel/Kconfig.preempt)\n"
-        "ARCH_SUPPORTS_RT comes from the architecture: mainline x86, arm64 and riscv\n"
-        "since 6.12; older kernels need the PREEMPT_RT patch",
+        f"fully preemptible kernel (now {f.preempt_model})\n"
+        "it also depends on ARCH_SUPPORTS_RT, selected by the architecture: mainline x86,\n"
+        "arm64 and riscv since 6.12, older kernels with the PREEMPT_RT patch set; without it\n"
+        "make olddefconfig drops this line (before 6.13 the model then becomes PREEMPT_NONE)",
     )
-    fr.set("CONFIG_PREEMPT_RT", "y", x.id, f"fully preemptible kernel (now {f.preempt_model})")
-    current = f.preempt_model.split(":")[-1]
-    if current in ("none", "voluntary"):
-        # Valid before 6.13 (PREEMPT_RT was a member of the choice) and after (both
-        # depend on !PREEMPT_RT): the choice then falls to PREEMPT or PREEMPT_LAZY.
-        fr.set(
-            f"CONFIG_PREEMPT_{current.upper()}",
-            None,
-            x.id,
-            "not with PREEMPT_RT (a choice member before 6.13, depends on !PREEMPT_RT after)",
-        )
 
 
 def _hz(fr: Fragment, f: Facts, x: Finding) -> None:
