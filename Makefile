@@ -190,7 +190,8 @@ cross-probe: cross-test
 # test`; needs root, boots one QEMU guest under TCG): Debian's lava-dispatcher runs a job
 # on the QEMU device of tests/lava/device.yaml that boots Debian's 6.1 PREEMPT_RT kernel
 # with a busybox initramfs (built once into build/lava, kept until mkramdisk.sh changes)
-# and the static probe appended by LAVA, runs the test definition inline and checks the
+# and the static probe (downloaded by the test definition from an HTTP server of the
+# test, and appended to the initramfs by LAVA), runs the test definition inline and checks the
 # lava-test-case results it logs (the log is kept in build/lava/lava-run.log).
 LAVA      := build/lava
 LAVA_DEBS := lava-dispatcher qemu-system-x86 linux-image-rt-amd64 busybox-static cpio file
@@ -204,18 +205,20 @@ lava-debs:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
-$(LAVA)/ramdisk.cpio.gz: tests/lava/mkramdisk.sh
+LAVA_KERNEL := 6.1.0-56-rt-amd64
+
+$(LAVA)/ramdisk-$(LAVA_KERNEL).cpio.gz: tests/lava/mkramdisk.sh
 	mkdir -p $(LAVA)
-	sh tests/lava/mkramdisk.sh $@
+	sh tests/lava/mkramdisk.sh $@ $(LAVA_KERNEL)
 
 $(LAVA)/probe/build.ninja: $(VENV)/.stamp probe/meson.build probe/meson_options.txt
 	$(VENV)/bin/meson setup --reconfigure $(LAVA)/probe probe -Dstatic=true || \
 		$(VENV)/bin/meson setup $(LAVA)/probe probe -Dstatic=true
 
-test-lava: install lava-debs $(LAVA)/ramdisk.cpio.gz $(LAVA)/probe/build.ninja
+test-lava: install lava-debs $(LAVA)/ramdisk-$(LAVA_KERNEL).cpio.gz $(LAVA)/probe/build.ninja
 	$(VENV)/bin/meson compile -C $(LAVA)/probe rtlab-probe
-	RTLAB_LAVA_RAMDISK=$(LAVA)/ramdisk.cpio.gz RTLAB_LAVA_PROBE=$(LAVA)/probe/src/rtlab-probe \
-		RTLAB_LAVA_LOG=$(LAVA)/lava-run.log $(VPY) -m pytest -q tests/lava
+	RTLAB_LAVA_RAMDISK=$(LAVA)/ramdisk-$(LAVA_KERNEL).cpio.gz RTLAB_LAVA_PROBE=$(LAVA)/probe/src/rtlab-probe \
+		RTLAB_LAVA_KERNEL=/boot/vmlinuz-$(LAVA_KERNEL) RTLAB_LAVA_LOG=$(LAVA)/lava-run.log $(VPY) -m pytest -q tests/lava
 
 clean:
 	rm -rf build $(VENV)

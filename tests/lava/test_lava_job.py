@@ -4,7 +4,9 @@ Debian's lava-dispatcher runs a job (`lava-run`) on the QEMU device of device.ya
 boots one of Debian's 6.1 kernels from /boot with the busybox root file system of
 mkramdisk.sh as its initramfs, into which LAVA appends its test overlay and a tar with
 the static rtlab-probe at /usr/local/bin; the test action runs the test definition that
-`rtlab lava testdef experiment.toml` wrote, inline. The test reads the results lava-run
+`rtlab lava testdef experiment.toml` wrote, inline: once with the probe given by URL
+(the guest downloads it with busybox wget from an HTTP server of this test, over QEMU's
+user network), once with its path from the tar. The test reads the results lava-run
 logs and checks them against the experiment: every case reports CASE-max and CASE-p99
 in µs, pass exactly when within the deadline, and the case whose load tool the device
 lacks reports CASE as fail.
@@ -21,8 +23,12 @@ import shutil
 import signal
 import subprocess
 import tarfile
+import threading
 from decimal import Decimal
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import yaml
@@ -55,6 +61,24 @@ def _probe_tar(probe: Path, out: Path) -> None:
         info = tarfile.TarInfo(PROBE_ON_DUT.lstrip("/"))
         info.size, info.mode = len(data), 0o755
         tar.addfile(info, io.BytesIO(data))
+
+
+class _Handler(SimpleHTTPRequestHandler):
+    requests: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        _Handler.requests.append(self.path)
+        super().do_GET()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def _serve(directory: Path) -> ThreadingHTTPServer:
+    """An HTTP server of DIRECTORY on the host's loopback (10.0.2.2 in the guest)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Handler, directory=str(directory)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 def _job(definitions: dict[str, dict], ramdisk: Path, probe_tar: Path) -> dict:
@@ -180,22 +204,34 @@ def test_lava_runs_the_testdef_and_reports_every_case(rtlab, tmp_path):
         pytest.fail("make test-lava needs root and lava-run (apt-get install lava-dispatcher)")
     ramdisk = Path(os.environ["RTLAB_LAVA_RAMDISK"]).resolve()
     probe = Path(os.environ["RTLAB_LAVA_PROBE"]).resolve()
-    # "rtlab": the experiment's deadline, documents in a directory whose name LAVA's
-    # `$N` rewrite would alter (the step holds "--shell"); "rtlab-1ns": --deadline 1ns,
-    # which every measured latency exceeds, so each of its cases fails with its value.
-    variants = {"rtlab": ["--dut-dir", DUT_DIR], "rtlab-1ns": ["--deadline", "1ns"]}
+    # "rtlab": the probe by URL, the experiment's deadline, documents in a directory
+    # whose name LAVA's `$N` rewrite would alter (the step holds "--shell");
+    # "rtlab-1ns": the probe's path, --deadline 1ns, which every measured latency
+    # exceeds, so each of its cases fails with its value.
+    served = tmp_path / "www"
+    served.mkdir()
+    shutil.copy(probe, served / "rtlab-probe")
+    server = _serve(served)
+    url = f"http://10.0.2.2:{server.server_address[1]}/rtlab-probe"
+    variants = {
+        "rtlab": ["--probe", url, "--dut-dir", DUT_DIR],
+        "rtlab-1ns": ["--probe", PROBE_ON_DUT, "--deadline", "1ns"],
+    }
     definitions = {}
     for name, extra in variants.items():
         out = tmp_path / f"{name}.yaml"
-        args = ["lava", "testdef", str(EXPERIMENT), "--probe", PROBE_ON_DUT, "-o", str(out)]
-        rc, _, err = rtlab(*args, *extra)
+        rc, _, err = rtlab("lava", "testdef", str(EXPERIMENT), "-o", str(out), *extra)
         assert rc == 0, err
         definitions[name] = yaml.safe_load(out.read_text())
     _probe_tar(probe, tmp_path / "probe.tar")
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump(_job(definitions, ramdisk, tmp_path / "probe.tar")))
     log_path = tmp_path / "lava-run.log"
-    rc = _lava_run(job, tmp_path / "out", log_path)
+    try:
+        rc = _lava_run(job, tmp_path / "out", log_path)
+    finally:
+        server.shutdown()
+        server.server_close()
     shutil.copy(log_path, os.environ.get("RTLAB_LAVA_LOG", tmp_path / "kept.log"))
     log = _log(log_path)
     results = [r["msg"] for r in log if r["lvl"] == "results"]
@@ -213,5 +249,6 @@ def test_lava_runs_the_testdef_and_reports_every_case(rtlab, tmp_path):
     said = f"rtlab: {first}: max "
     lines = [ln for ln in console if ln.startswith(said)]
     assert len(lines) == 2 and lines[0].endswith(f"document {DUT_DIR}/{first}.json"), lines
+    assert _Handler.requests == ["/rtlab-probe"]  # the URL definition downloaded it once
     # the shell's trace shows the case calls, not the helpers' lines
     assert not [ln for ln in console if ln.startswith("+ rtlab_key")]
