@@ -23,7 +23,7 @@ TEST_DEBS := rt-tests chromium stress-ng iperf3 openssh-server openssh-client ut
 	linux-source-6.1 xz-utils flex bison
 
 .PHONY: run test install probe probe-test pytest lint typecheck debs cross-test cross-probe bench \
-	clean sanitize sanitize-deps format format-check clang-format-deb
+	clean sanitize sanitize-deps test-lava lava-debs format format-check clang-format-deb
 
 $(VENV)/.stamp: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -188,6 +188,40 @@ cross-test: $(VENV)/.stamp
 # this puts it in rtlab/probes/aarch64/, which SSH targets of that architecture get.
 cross-probe: cross-test
 	install -D -m 755 $(CROSS)/src/rtlab-probe src/rtlab/probes/aarch64/rtlab-probe
+
+# `rtlab lava testdef` run by a real LAVA dispatcher (tests/lava/, not part of `make
+# test`; needs root, boots one QEMU guest under TCG): Debian's lava-dispatcher runs a job
+# on the QEMU device of tests/lava/device.yaml that boots Debian's 6.1 PREEMPT_RT kernel
+# with a busybox initramfs (built once into build/lava, kept until mkramdisk.sh changes)
+# and the static probe (downloaded by the test definition from an HTTP server of the
+# test, and appended to the initramfs by LAVA), runs the test definition inline and checks the
+# lava-test-case results it logs (the log is kept in build/lava/lava-run.log).
+LAVA      := build/lava
+LAVA_DEBS := lava-dispatcher qemu-system-x86 linux-image-rt-amd64 busybox-static cpio file
+
+lava-debs:
+	@missing=""; for p in $(LAVA_DEBS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q '^install ok installed$$' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" -ne 0 ]; then echo "test-lava: needs root (lava-run, and to install$$missing)" >&2; exit 1; fi; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+LAVA_KERNEL := 6.1.0-56-rt-amd64
+
+$(LAVA)/ramdisk-$(LAVA_KERNEL).cpio.gz: tests/lava/mkramdisk.sh
+	mkdir -p $(LAVA)
+	sh tests/lava/mkramdisk.sh $@ $(LAVA_KERNEL)
+
+$(LAVA)/probe/build.ninja: $(VENV)/.stamp probe/meson.build probe/meson_options.txt
+	$(VENV)/bin/meson setup --reconfigure $(LAVA)/probe probe -Dstatic=true || \
+		$(VENV)/bin/meson setup $(LAVA)/probe probe -Dstatic=true
+
+test-lava: install lava-debs $(LAVA)/ramdisk-$(LAVA_KERNEL).cpio.gz $(LAVA)/probe/build.ninja
+	$(VENV)/bin/meson compile -C $(LAVA)/probe rtlab-probe
+	RTLAB_LAVA_RAMDISK=$(LAVA)/ramdisk-$(LAVA_KERNEL).cpio.gz RTLAB_LAVA_PROBE=$(LAVA)/probe/src/rtlab-probe \
+		RTLAB_LAVA_KERNEL=/boot/vmlinuz-$(LAVA_KERNEL) RTLAB_LAVA_LOG=$(LAVA)/lava-run.log $(VPY) -m pytest -q tests/lava
 
 clean:
 	rm -rf build $(VENV)

@@ -85,13 +85,13 @@ def _fake_bin(d: Path, record: Path) -> Path:
 
 
 def _run_steps(text: str, cwd: Path, bindir: Path) -> subprocess.CompletedProcess:
-    """The steps as LAVA runs them: one sh script with set -e, `$N` escaped in a step
-    that contains --cmd or --shell (lava_dispatcher's TestRunnerAction)."""
+    """The steps as LAVA runs them: one sh script with set -e and set -x, `$N` escaped in
+    a step that contains --cmd or --shell (lava_dispatcher's TestRunnerAction)."""
     steps = yaml.safe_load(text)["run"]["steps"]
     steps = [
         re.sub(r"\$(\d+)\b", r"\\$\1", s) if "--cmd" in s or "--shell" in s else s for s in steps
     ]
-    script = "set -e\n" + "".join(f"{s}\n" for s in steps)
+    script = "set -e\nset -x\n" + "".join(f"{s}\n" for s in steps)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
     return subprocess.run(
         ["sh", "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
@@ -131,6 +131,26 @@ def test_a_case_without_result_fails_and_the_others_run(tmp_path):
     assert cp.returncode == 0, cp.stderr
     assert record.read_text().splitlines() == [f"{case_id(c)} --result fail" for c in exp.cases]
     assert "rtlab-probe exited 1 without a result" in cp.stdout
+
+
+def test_lava_trace_shows_each_case_call_not_the_helpers(tmp_path):
+    """LAVA runs the steps under `set -x`: the trace shows each `rtlab_case` call (its
+    probe arguments), not every line of the helpers with the probe's progress line
+    (found in a real lava-run: ~50 trace lines per case), and the trace is back on
+    after each case."""
+    record = tmp_path / "cases.log"
+    probe = _fake_bin(tmp_path / "bin", record)
+    exp = _experiment([ProbeCall("wakeup", (Option("loops", "5"),)), ProbeCall("noise")])
+    text = make_testdef(exp, str(probe), None, str(tmp_path / "dut"))
+    cp = _run_steps(text + '    - "echo after"\n', tmp_path, tmp_path / "bin")
+    assert cp.returncode == 0, cp.stderr
+    trace = [ln for ln in cp.stderr.splitlines() if ln.startswith("+")]
+    calls = [ln for ln in trace if ln.startswith("+ rtlab_case ")]
+    assert [c.split()[2] for c in calls] == [case_id(c) for c in exp.cases]
+    assert "--loops 5" in calls[0]
+    assert not [ln for ln in trace if "phase" in ln or "rtlab_key" in ln or "lava-test-case" in ln]
+    assert trace[-1] == "+ echo after"
+    assert len(record.read_text().splitlines()) == 4
 
 
 @settings(max_examples=200, deadline=None)

@@ -2,12 +2,15 @@
 with the static probe on the device under test and reports each as `lava-test-case`
 measurements.
 
-LAVA turns `run.steps` into one shell script (run with `set -e`) on the device, writing
+LAVA turns `run.steps` into one shell script (run with `set -e` and `set -x`) on the
+device, writing
 each step as it is followed by a newline. The script here:
 
 1. makes the directory for the documents and fetches the probe (a URL, with wget or
    curl) or takes it from a path on the device, and prints its version;
-2. defines `rtlab_case ID DEADLINE_NS ARGS...`: runs `rtlab-probe ARGS... --json
+2. defines `rtlab_case ID DEADLINE_NS ARGS...` (run with the shell's trace off: LAVA runs
+   the steps under `set -x`, which would print every line of the helpers and the
+   probe's progress line several times per case): runs `rtlab-probe ARGS... --json
    DIR/ID.json --progress DIR/ID.progress --quiet` and reads the per-thread `max_ns` and
    `p99_ns` of the probe's final progress line (one line of flat JSON, no parser needed),
    then reports `ID-max` and `ID-p99` in µs: pass when within the deadline (or without
@@ -52,6 +55,12 @@ rtlab_report() {
   lava-test-case "$1" --result "$rtlab_result" --measurement "$rtlab_us" --units us
 }
 rtlab_case() {
+  rtlab_x=
+  case $- in *x*) rtlab_x=x; set +x ;; esac
+  rtlab_measure "$@"
+  if [ -n "$rtlab_x" ]; then set -x; fi
+}
+rtlab_measure() {
   rtlab_id=$1
   rtlab_dl=$2
   shift 2
