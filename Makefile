@@ -86,7 +86,7 @@ probe-test: probe
 	$(VENV)/bin/meson test -C $(BUILD) --print-errorlogs
 
 pytest: install debs
-	$(VPY) -m pytest -q tests
+	$(VPY) -m pytest -q tests --ignore=tests/lava
 
 test: lint typecheck probe-test sanitize pytest
 
@@ -205,7 +205,7 @@ lava-debs:
 	done; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" -ne 0 ]; then echo "test-lava: needs root (lava-run, and to install$$missing)" >&2; exit 1; fi; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+		apt-get update -qq -o DPkg::Lock::Timeout=600 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 --no-install-recommends $$missing; \
 	fi
 
 LAVA_KERNEL := 6.1.0-56-rt-amd64
