@@ -127,8 +127,9 @@ def test_a_live_runs_journal_is_left_alone(run_probe, tmp_path, live_owner):
     assert f"rtlab-probe {live_owner.pid} runs a tracer and holds the osnoise/" in one_line(cp)
     assert tree(fake) == before and journal(tmp_path).read_text() == text
 
-    live_owner.kill()  # a zombie until reaped: dead all the same
-    time.sleep(0.2)
+    live_owner.kill()  # dead, not reaped: a zombie, dead all the same
+    os.waitid(os.P_PID, live_owner.pid, os.WEXITED | os.WNOWAIT)
+    assert Path(f"/proc/{live_owner.pid}/stat").read_text().split(") ")[1][0] == "Z"
     cp = run_probe("explain", "--cleanup", env=env_for(tmp_path, fake))
     assert "put back 1 osnoise/ setting of the killed run" in cp.stdout, cp.stdout
     assert (fake / "osnoise" / "cpus").read_text() == "0-3\n"
