@@ -278,6 +278,7 @@ static int put_journal(const char *path, const char *root, const struct kjournal
 	boot_id(id, sizeof(id));
 	(void)proc_stat(getpid(), &state, &start);
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	(void)unlink(tmp); /* left by a killed process that had our PID */
 	if (!(f = fopen(tmp, "wex")))
 		return -errno;
 	fprintf(f, "%s\nowner %d %llu %s\nroot %s\n", MAGIC, (int)getpid(), start, id, root);
