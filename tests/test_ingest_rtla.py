@@ -125,6 +125,49 @@ def test_every_broken_fixture_is_one_line(path):
     one_line_error(path)
 
 
+# ------------------------------------------------------------------ real outputs
+
+# Debian's rtla 6.1 run on Debian's 6.1 PREEMPT_RT kernel (2 CPUs, TCG guest; made again
+# by tests/vm/test_tracers.py): `rtla timerlat hist -d 3s`, `rtla timerlat top -q
+# --auto 10000 -d 3s` (stopped by its threshold), `rtla osnoise hist -d 3s`,
+# `rtla osnoise top -q -d 3s`, stdout as captured (top prints its colours without a tty).
+REAL_61 = {
+    "timerlat-hist-6.1-rt.txt": ("wakeup", True, {0: 2804, 1: 2829}),
+    "timerlat-top-6.1-rt-auto.txt": ("wakeup", False, {0: 41, 1: 54}),
+    "osnoise-hist-6.1-rt.txt": ("noise", True, {0: 2791, 1: 2378}),
+    "osnoise-top-6.1-rt.txt": ("noise", True, {0: None, 1: None}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_61))
+def test_real_rtla_6_1_outputs(name):
+    meter, complete, counts = REAL_61[name]
+    doc = read(name)
+    assert doc["meter"] == meter and doc["complete"] is complete
+    assert {c: t["count"] for c, t in by_cpu(doc).items()} == counts
+    assert doc["import"]["missed_events"] == 0
+
+
+def test_real_rtla_6_1_figures():
+    hist = by_cpu(read("timerlat-hist-6.1-rt.txt"))
+    assert hist[1]["timerlat"]["irq"]["max_ns"] == 6826 * 1000  # "max:" of IRQ-001
+    assert hist[1]["max_ns"] == 7912 * 1000 and hist[1]["histogram"]["overflow"] == 212
+    top = read("timerlat-top-6.1-rt-auto.txt")
+    assert top["stop_reason"] == "threshold" and top["import"]["trace_file"] == "timerlat_trace.txt"
+    assert by_cpu(top)[0]["timerlat"]["thread"]["cur_ns"] == 11625 * 1000
+    noise = by_cpu(read("osnoise-top-6.1-rt.txt"))
+    assert noise[0]["measured_ns"] == 3007540 * 1000 and noise[0]["noise_ns"] == 1637274 * 1000
+    assert noise[1]["max_ns"] == 19395 * 1000  # Max Single
+    assert noise[0]["osnoise"]["periods"] == 3
+    assert noise[0]["osnoise"]["interference"] == {
+        "hw": 765,
+        "nmi": 110,
+        "irq": 498,
+        "softirq": 0,
+        "thread": 112,
+    }
+
+
 # ------------------------------------------------------------------ timerlat hist
 
 

@@ -24,7 +24,8 @@ static void usage(FILE *f)
 		"  load         run load generators alone (SPEC = KIND:ARGS[@CPUS])\n"
 		"  list         meters, loads and their options (--json for programs)\n"
 		"  sysinfo      the system files the readiness audit reads (--json FILE)\n"
-		"  explain      --cleanup: remove tracefs instances left by killed runs\n"
+		"  explain      --cleanup: remove tracefs instances left by killed runs, put back\n"
+		"               the osnoise/ settings a killed --tracer run changed\n"
 		"\nexit codes: 0 ok, 1 a latency exceeded --deadline, 2 bad usage, 3 unsupported here,\n"
 		"4 internal error, 5 an output could not be written\n");
 }

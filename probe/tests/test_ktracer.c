@@ -4,7 +4,9 @@
  * trace_pipe text. A real instance's files appear when it is created; here the test
  * writes them between ktracer_instance and ktracer_configure. */
 #include "check.h"
+#include "faketree.h"
 #include "lib/hist.h"
+#include "lib/kjournal.h"
 #include "lib/ktracer.h"
 #include "lib/opts.h"
 #include "lib/runner.h"
@@ -21,35 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char root[200];
-
-static void put(const char *rel, const char *text)
-{
-	char path[PATH_MAX + 64];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", root, rel);
-	if ((f = fopen(path, "w"))) {
-		fputs(text, f);
-		fclose(f);
-	}
-}
-
-static const char *get(const char *rel)
-{
-	static char buf[4096];
-	char path[PATH_MAX + 64];
-	size_t n = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", root, rel);
-	if ((f = fopen(path, "r"))) {
-		n = fread(buf, 1, sizeof(buf) - 1, f);
-		fclose(f);
-	}
-	buf[n] = '\0';
-	return buf;
-}
+static char state[220];
 
 static void dir(const char *rel)
 {
@@ -121,6 +95,30 @@ static const char *inst_file_path(const struct ktracer *kt, const char *file)
 static const char *inst_file(const struct ktracer *kt, const char *file)
 {
 	return get(inst_file_path(kt, file));
+}
+
+static const char *journal_path(void)
+{
+	static char path[PATH_MAX];
+
+	CHECK_INT(kjournal_path(path, sizeof(path)), 0);
+	return path;
+}
+
+/* The journal on disk is this run's and names every knob written, as written. */
+static void journal_has(const struct ktracer *kt)
+{
+	struct kjournal j;
+	char err[300];
+
+	CHECK_INT(kjournal_read(journal_path(), &j, err, sizeof(err)), 0);
+	CHECK_INT(j.owner, getpid());
+	CHECK_STR(j.root, root);
+	CHECK_INT(j.n, kt->nknobs);
+	for (int i = 0; i < j.n && i < kt->nknobs; i++) {
+		CHECK_STR(j.undo[i].file, kt->knob[i].file);
+		CHECK_STR(j.undo[i].value, kt->knob[i].undo);
+	}
 }
 
 static void common(struct common_params *c, const char *cpus, bool fallback)
@@ -336,6 +334,7 @@ static void test_timerlat(void)
 	CHECK_STR(get("osnoise/options"), "OSNOISE_WORKLOAD");
 	CHECK_STR(get("osnoise/period_us"), "100000\n"); /* osnoise's own: not timerlat's */
 	CHECK_INT(kt->nknobs, 4);
+	journal_has(kt); /* what puts each written file back, on disk before it was written */
 	CHECK_STR(inst_file(kt, "current_tracer"), "timerlat");
 	CHECK_STR(inst_file(kt, "tracing_on"), "0");
 	CHECK(kt->mono_clock);
@@ -375,6 +374,8 @@ static void test_timerlat(void)
 	CHECK(!kt->restore_failed);
 	for (int i = 0; i < kt->nknobs; i++)
 		CHECK(kt->knob[i].restored);
+	CHECK(!kt->journaled);
+	CHECK_INT(access(journal_path(), F_OK) ? errno : 0, ENOENT); /* all back: removed */
 	CHECK_INT(kt->users, 0);
 	sh("rm -rf '%s'", kt->inst.path); /* a real instance's files vanish with it */
 	free(t.hist);
@@ -425,6 +426,7 @@ static void test_osnoise(void)
 	/* the period grows before the runtime: runtime <= period at every write */
 	CHECK_STR(kt->knob[1].file, "osnoise/period_us");
 	CHECK_STR(kt->knob[2].file, "osnoise/runtime_us");
+	journal_has(kt);
 
 	thread_init(&t, 2, NSEC_PER_SEC);
 	CHECK_INT(ktracer_thread_open(kt, &t, &s), 0);
@@ -526,6 +528,8 @@ int main(void)
 		return 1;
 	}
 	setenv(TRACEFS_ROOT_ENV, root, 1);
+	snprintf(state, sizeof(state), "%s.state", root);
+	setenv(KJOURNAL_STATE_ENV, state, 1);
 	test_parse();
 	test_refusals();
 	test_timerlat();
@@ -533,5 +537,6 @@ int main(void)
 	test_silent_stream();
 	rc = check_report("test_ktracer");
 	sh("rm -rf '%s'", root);
+	sh("rm -rf '%s'", state);
 	return rc;
 }

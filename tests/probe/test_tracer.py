@@ -66,6 +66,7 @@ def run(run_probe, tmp_path, meter: str, args: list[str], tracefs: Path | None):
     out.unlink(missing_ok=True)
     env = dict(os.environ)
     env.pop("RTLAB_TRACEFS", None)
+    env["RTLAB_STATE"] = str(tmp_path / "state")  # the journal of the osnoise/ settings
     if tracefs is not None:
         env["RTLAB_TRACEFS"] = str(tracefs)
     cp = run_probe(

@@ -1,10 +1,12 @@
 /* The document's "explain" and "spikes", and `rtlab-probe explain --cleanup`. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "explain.h"
 #include "explain_priv.h"
+#include "kjournal.h"
 #include "jsonw.h"
 #include "probe.h"
 #include "run.h"
@@ -168,8 +170,10 @@ static void cmd_usage(FILE *f)
 	fprintf(f,
 		"usage: rtlab-probe explain --cleanup\n\n"
 		"Remove the tracefs instances (instances/rtlab-PID) that runs killed before they\n"
-		"could remove their own (e.g. by SIGKILL). Instances of live processes and every\n"
-		"other instance are left alone. Meters take --explain THRESH to explain spikes.\n");
+		"could remove their own (e.g. by SIGKILL), then put back the osnoise/ settings a\n"
+		"killed --tracer run left changed (its journal, in $RTLAB_STATE or /run/rtlab).\n"
+		"Instances and settings of live processes and every other instance are left\n"
+		"alone. Meters take --explain THRESH to explain spikes.\n");
 }
 
 int explain_cmd(int argc, char **argv)
@@ -177,6 +181,7 @@ int explain_cmd(int argc, char **argv)
 	struct tracefs fs;
 	char err[300];
 	int removed = 0, rc;
+	pid_t owner;
 
 	if (argc == 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
 		cmd_usage(stdout);
@@ -197,5 +202,16 @@ int explain_cmd(int argc, char **argv)
 		return EXIT_UNSUPPORTED;
 	}
 	printf("removed %d stale tracefs instance%s\n", removed, removed == 1 ? "" : "s");
+	/* after the instances: a killed run's tracer stops before its settings go back */
+	rc = kjournal_recover(fs.root, &removed, &owner, err, sizeof(err));
+	if (rc == -EBUSY) {
+		printf("osnoise/ settings left alone: %s\n", err);
+	} else if (rc) {
+		fprintf(stderr, "rtlab-probe explain: %s\n", err);
+		return rc == -EINVAL ? EXIT_USAGE : EXIT_UNSUPPORTED;
+	} else if (removed >= 0) {
+		printf("put back %d osnoise/ setting%s of the killed run %d\n", removed,
+		       removed == 1 ? "" : "s", (int)owner);
+	}
 	return EXIT_OK;
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kjournal.h"
 #include "ktracer.h"
 #include "opts.h"
 #include "runner.h"
@@ -262,10 +263,26 @@ static struct ktracer_knob *knob_new(struct ktracer *kt, const char *file, const
 	return k;
 }
 
+/* The journal names every knob written so far and K, the next one, before K is written. */
+static int knob_journal(struct ktracer *kt, char *err, size_t errlen)
+{
+	struct kjournal_undo undo[KTRACER_KNOBS_MAX];
+	int n = kt->nknobs + 1;
+
+	for (int i = 0; i < n; i++) {
+		copy_text(undo[i].file, sizeof(undo[i].file), kt->knob[i].file);
+		copy_text(undo[i].value, sizeof(undo[i].value), kt->knob[i].undo);
+	}
+	return kjournal_update(kt->fs.root, undo, n, err, errlen);
+}
+
 static int knob_write(struct ktracer *kt, struct ktracer_knob *k, char *err, size_t errlen)
 {
-	int rc = tracefs_write(&kt->root, k->file, k->set);
+	int rc = knob_journal(kt, err, errlen);
 
+	if (rc)
+		return rc;
+	rc = tracefs_write(&kt->root, k->file, k->set);
 	if (rc) {
 		snprintf(err, errlen, "cannot write %.60s to %s/%s (%s)", k->set, kt->fs.root,
 			 k->file, strerror(-rc));
@@ -342,6 +359,10 @@ static int configure_knobs(struct ktracer *kt, char *err, size_t errlen)
 	int64_t old_period = 0;
 	int rc;
 
+	/* a killed run's settings go back before any is read as found (kjournal.h) */
+	if ((rc = kjournal_begin(kt->fs.root, err, errlen)))
+		return rc;
+	kt->journaled = true;
 	cpulist_format(&kt->cpus, cpus, sizeof(cpus) - 1);
 	strcat(cpus, "\n"); /* the kernel's cpulist parser stops at the newline */
 	if ((rc = knob_set(kt, "osnoise/cpus", cpus, false, err, errlen)))
@@ -466,6 +487,8 @@ void ktracer_end(struct ktracer *kt)
 			k->restored = !tracefs_write(&kt->root, k->file, k->undo);
 		kt->restore_failed |= !k->restored;
 	}
+	if (kt->journaled && !kt->restore_failed && !kjournal_end())
+		kt->journaled = false; /* a failure leaves it for the next run to retry */
 }
 
 int ktracer_join(struct ktracer *kt, char *err, size_t errlen)

@@ -2,8 +2,9 @@
  * The kernel's own latency tracers as a meter's measurement: `--tracer timerlat`
  * (wakeup) and `--tracer osnoise` (noise) drive the tracer through tracefs, without
  * rtla: a private instance (instances/rtlab-<pid>) runs it, its configuration is global
- * under ROOT/osnoise/ and belongs to the user, so each file changed is read first and
- * written back as found when the run ends. One measuring thread per traced CPU reads
+ * under ROOT/osnoise/ and belongs to the user, so each file changed is read first,
+ * journaled (kjournal.h: put back after a SIGKILL too) and written back as found when the
+ * run ends. One measuring thread per traced CPU reads
  * that CPU's trace_pipe and records through sampler.h.
  *
  * ktracer.c: availability, the shared lifecycle, the osnoise/ settings.
@@ -55,6 +56,7 @@ struct ktracer {
 	struct ktracer_knob knob[KTRACER_KNOBS_MAX]; /* in the order written */
 	int nknobs;
 	bool restore_failed; /* some knob could not be written back */
+	bool journaled;      /* this run's journal exists (kjournal.h) */
 
 	pthread_mutex_t lock; /* the fields below */
 	int users;            /* measuring threads that joined and have not left */
