@@ -102,6 +102,18 @@ def test_nothing_readable_is_unknown_not_bare(tmp_path):
     assert fingerprint["virtualization"]["kind"] == "unknown"
 
 
+def test_an_emulated_cpu_is_recognised_from_its_model_name(tmp_path):
+    """QEMU names its x86 CPU "QEMU TCG CPU" under TCG (seen in a vm: guest here)."""
+    cpuinfo = "model name\t: QEMU TCG CPU version 2.5+\n" + FLAGS.format(extra="hypervisor")
+    fingerprint, hyp, _ = audit(tmp_path, {"proc/cpuinfo": cpuinfo})
+    assert hyp["status"] == "FAIL" and "model name QEMU TCG CPU" in hyp["evidence"]
+    assert fingerprint["virtualization"]["accel"] == "tcg"
+    assert fingerprint["virtualization"]["emulated"] is True
+    kvm = "model name\t: QEMU Virtual CPU version 2.5+\n" + FLAGS.format(extra="hypervisor")
+    fingerprint, hyp, _ = audit(tmp_path / "kvm", {"proc/cpuinfo": kvm})
+    assert hyp["status"] == "WARN" and fingerprint["virtualization"]["emulated"] is None
+
+
 def test_what_the_host_knows_of_an_emulated_guest_fails_the_check(tmp_path):
     host = dict(TCG)  # as a vm: target under TCG records it
     files = {f"{DMI}/sys_vendor": "QEMU\n", "proc/cpuinfo": FLAGS.format(extra="hypervisor")}

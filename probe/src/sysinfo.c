@@ -41,7 +41,7 @@ static const char *const keep_timer_list[] = {
 	"cpu:",        "Per CPU device", "Broadcast device", NULL,
 };
 static const char *const keep_status[] = { "Name:", "Cpus_allowed_list:", NULL };
-static const char *const keep_cpuinfo[] = { "flags", NULL };
+static const char *const keep_cpuinfo[] = { "flags", "model name", NULL };
 static const char *const keep_stat[] = { "cpu", NULL };
 
 #define K 1024

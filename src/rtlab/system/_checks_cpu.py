@@ -290,7 +290,7 @@ class Hypervisor(Check):
         "time and delivers its timers and interrupts; under emulation (TCG) every instruction "
         "is translated, so latencies are emulation times."
     )
-    missing = "neither /proc/cpuinfo flags, /sys/hypervisor/type, DMI nor clocksources readable"
+    missing = "no /proc/cpuinfo, /sys/hypervisor/type, DMI, device tree or clocksource readable"
 
     def available(self, f: Facts) -> bool:
         return f.hypervisor.get("present") is not None or f.virtualization.get("kind") == "vm"
@@ -298,7 +298,7 @@ class Hypervisor(Check):
     def read(self, f: Facts) -> tuple[Any, str]:
         v = f.virtualization
         ev = list(f.hypervisor.get("evidence") or [])
-        if v.get("source", "").startswith("the host"):
+        if str(v.get("source")).startswith("the host"):
             ev.insert(
                 0,
                 f"host: {v.get('hypervisor') or 'vm'} under {str(v.get('accel')).upper()}, "

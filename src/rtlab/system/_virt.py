@@ -5,7 +5,8 @@ A guest's latencies include the hypervisor's: a vCPU can be descheduled by the h
 time, timers and interrupts are delivered through it, and under emulation (QEMU's TCG) every
 instruction is translated. What is read (every file through the target's root):
 
-- /proc/cpuinfo: the x86 `hypervisor` flag (X86_FEATURE_HYPERVISOR, CPUID.1:ECX bit 31);
+- /proc/cpuinfo: the x86 `hypervisor` flag (X86_FEATURE_HYPERVISOR, CPUID.1:ECX bit 31),
+  and the model name QEMU gives its CPU under TCG ("QEMU TCG CPU version 2.5+");
 - /sys/hypervisor/type: written by Xen ("xen") and by s390 z/VM;
 - /sys/class/dmi/id/sys_vendor and product_name (drivers/firmware/dmi-id.c): the firmware's
   name of the machine, "QEMU", "VMware, Inc.", "Microsoft Corporation" / "Virtual Machine",
@@ -26,6 +27,7 @@ from typing import Any
 from rtlab.system._root import Root
 
 CPUINFO = "proc/cpuinfo"
+TCG_MODEL = "QEMU TCG CPU"  # QEMU's x86 CPU model name under TCG emulation
 HYPERVISOR_TYPE = "sys/hypervisor/type"
 DMI = "sys/class/dmi/id"
 DT_COMPATIBLE = "sys/firmware/devicetree/base/compatible"
@@ -104,14 +106,18 @@ def read_hypervisor(root: Root, clocksources: list[str]) -> dict[str, Any]:
     evidence: list[str] = []
     readable = False
     name: str | None = None
-    cpuinfo = root.read(CPUINFO)
-    flags = next(
-        (ln for ln in (cpuinfo or "").splitlines() if ln.split(":")[0].strip() == "flags"), None
-    )
+    cpuinfo = (root.read(CPUINFO) or "").splitlines()
+    flags = next((ln for ln in cpuinfo if ln.split(":")[0].strip() == "flags"), None)
+    model = next((ln for ln in cpuinfo if ln.split(":")[0].strip() == "model name"), "")
     if flags is not None:
         readable = True
         if "hypervisor" in flags.split(":", 1)[-1].split():
             evidence.append("/proc/cpuinfo: flag hypervisor")
+    emulated = TCG_MODEL in model
+    if emulated:
+        readable = True
+        name = "qemu"
+        evidence.append(f"/proc/cpuinfo: model name {model.split(':', 1)[-1].strip()}")
     hyp_type = root.read(HYPERVISOR_TYPE)
     if hyp_type:
         readable = True
@@ -138,6 +144,7 @@ def read_hypervisor(root: Root, clocksources: list[str]) -> dict[str, Any]:
     return {
         "present": bool(evidence) if readable else None,
         "name": name,
+        "emulated": emulated,
         "evidence": evidence,
         "steal_ticks": steal,
         "steal_cpus": steal_cpus,
@@ -149,12 +156,13 @@ def detected_virtualization(hypervisor: dict[str, Any] | None) -> dict[str, Any]
     h = hypervisor or {}
     present = h.get("present")
     kind = "unknown" if present is None else ("vm" if present else "none")
-    kvm = bool(present) and h.get("name") == "kvm"
+    tcg = bool(present) and h.get("emulated") is True
+    kvm = bool(present) and not tcg and h.get("name") == "kvm"
     return {
         "kind": kind,
         "hypervisor": h.get("name") if present else None,
-        "accel": "kvm" if kvm else None,
-        "emulated": False if kind == "none" or kvm else None,
+        "accel": "tcg" if tcg else "kvm" if kvm else None,
+        "emulated": True if tcg else False if kind == "none" or kvm else None,
         "host_kernel": None,
         "source": "detected on the target",
     }
