@@ -65,6 +65,7 @@ RT_BOARD = expect(
     sched__numa_balancing="INFO",  # not a NUMA kernel: file absent
     mm__ksm="INFO",  # no KSM
     mce__check_interval="INFO",  # not x86
+    cpu__hypervisor="INFO",  # arm64: no cpuinfo flag, no DMI, the device tree names a board
 )
 DESKTOP = expect(
     **NOT_APPLICABLE_WITHOUT_RT_CPUS,
@@ -124,6 +125,8 @@ THIS_VM = expect(
     mce__check_interval="INFO",
     trace__current="INFO",  # tracefs not mounted
     trace__available="INFO",
+    cpu__hypervisor="WARN",  # a KVM guest: the hypervisor flag, kvm-clock
+    cpu__steal="WARN",  # with steal time
 )
 
 

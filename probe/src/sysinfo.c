@@ -41,6 +41,8 @@ static const char *const keep_timer_list[] = {
 	"cpu:",        "Per CPU device", "Broadcast device", NULL,
 };
 static const char *const keep_status[] = { "Name:", "Cpus_allowed_list:", NULL };
+static const char *const keep_cpuinfo[] = { "flags", "model name", NULL };
+static const char *const keep_stat[] = { "cpu", NULL };
 
 #define K 1024
 /* sysinfo-table-begin */
@@ -97,6 +99,12 @@ static const struct si_entry si_table[] = {
 	{ "/sys/kernel/tracing/current_tracer", SI_TEXT, 4 * K, NULL },
 	{ "/sys/kernel/debug/tracing/available_tracers", SI_TEXT, 4 * K, NULL },
 	{ "/sys/kernel/debug/tracing/current_tracer", SI_TEXT, 4 * K, NULL },
+	{ "/proc/cpuinfo", SI_TEXT, 1024 * K, keep_cpuinfo },
+	{ "/proc/stat", SI_TEXT, 1024 * K, keep_stat },
+	{ "/sys/hypervisor/type", SI_TEXT, 4 * K, NULL },
+	{ "/sys/class/dmi/id/sys_vendor", SI_TEXT, 4 * K, NULL },
+	{ "/sys/class/dmi/id/product_name", SI_TEXT, 4 * K, NULL },
+	{ "/sys/firmware/devicetree/base/compatible", SI_TEXT, 4 * K, NULL },
 	{ "/sys/fs/cgroup/*/cpuset.cpus.partition", SI_TEXT, 4 * K, NULL },
 	{ "/sys/fs/cgroup/*/cpuset.cpus.effective", SI_TEXT, 4 * K, NULL },
 	{ "/sys/fs/cgroup/*/*/cpuset.cpus.partition", SI_TEXT, 4 * K, NULL },

@@ -14,12 +14,15 @@ from typing import Any
 
 from rtlab.errors import UserError
 from rtlab.probecall import ProbeCall
+from rtlab.system import UNKNOWN_VIRTUALIZATION, VIRTUALIZATION_KINDS, virtualization_of
 
 #: Version of experiment.json. 2: `dma_latency` is a duration with a unit ("10us"),
 #: in the case parameters and in the probe arguments (it was a number of µs).
 #: 3: a case keeps its probe call as a typed value (`call`: meter and options, each with
 #: the case key it came from) instead of a command line (`args`).
-MANIFEST_SCHEMA = 3
+#: 4: `virtualization`, what the system ran under (none, a hypervisor, emulation; the
+#: fingerprint's, rtlab.system._virt); "unknown" in older manifests.
+MANIFEST_SCHEMA = 4
 STATUSES = ("pending", "done", "interrupted", "failed")
 
 
@@ -84,6 +87,8 @@ class Manifest:
     schema: int = MANIFEST_SCHEMA
     # where it ran when not here: {"name", "spec", "arch", "probe", "farm"} (rtlab.targets)
     target: dict[str, Any] | None = None
+    # {"kind": "none"|"vm"|"unknown", "hypervisor", "accel", "emulated", "host_kernel", ...}
+    virtualization: dict[str, Any] = field(default_factory=lambda: dict(UNKNOWN_VIRTUALIZATION))
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -131,6 +136,7 @@ class Manifest:
             series=series,
             cases=cases,
             target=d.opt("target", dict),
+            virtualization=_virtualization(d, where),
         )
         m.refresh_complete()
         return m
@@ -196,6 +202,13 @@ def _case(data: Any, where: str) -> CaseRecord:
     )
 
 
+def _virtualization(d: _Fields, where: str) -> dict[str, Any]:
+    v = d.get("virtualization", dict)
+    if v.get("kind") not in VIRTUALIZATION_KINDS:
+        raise DamagedRecord(f"{where}: virtualization kind {v.get('kind')!r} is not known")
+    return v
+
+
 def _call(data: dict[str, Any], where: str) -> ProbeCall:
     try:
         return ProbeCall.from_dict(data, where)
@@ -253,9 +266,18 @@ def _args_v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _virt_v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
+    """`virtualization` added: what a vm: target recorded, else "unknown"."""
+    target = data.get("target")
+    known = target.get("virtualization") if isinstance(target, dict) else None
+    data["virtualization"] = virtualization_of({"virtualization": known})
+    return data
+
+
 _MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
     1: _dma_v1_to_v2,
     2: _args_v2_to_v3,
+    3: _virt_v3_to_v4,
 }
 
 

@@ -28,6 +28,7 @@ from rtlab.analysis import (
 )
 from rtlab.records import CaseRecord
 from rtlab.store import ExperimentRecord
+from rtlab.system import virt_label
 from rtlab.system._setup import setup_description, setup_names
 
 
@@ -205,3 +206,17 @@ def setup_labels(recs: list[ExperimentRecord]) -> list[str]:
 def setup_label(rec: ExperimentRecord) -> str:
     """What the system of one experiment was, e.g. "PREEMPT_RT · HZ=1000 · isolcpus=3"."""
     return setup_description(setup_facts(rec))
+
+
+def mixed_virtualization(recs: Sequence[ExperimentRecord]) -> str | None:
+    """Why RECS are not compared on latency when they ran under different virtualization
+    (bare metal, a hypervisor, emulation), else None; "unknown" (not recorded) differs from
+    nothing."""
+    labels = [virt_label(r.manifest.virtualization) for r in recs]
+    if len({x for x in labels if x != "unknown"}) < 2:
+        return None
+    sides = ", ".join(f"{r.id}: {x}" for r, x in zip(recs, labels, strict=True))
+    return (
+        f"the experiments ran under different virtualization ({sides}): a latency measured "
+        "under a hypervisor or emulation includes it, so no verdict is given on their latencies"
+    )

@@ -33,6 +33,7 @@ from typing import Any
 from rtlab.errors import UserError
 from rtlab.probe import load_document
 from rtlab.records import CaseRecord, DamagedRecord, Manifest, SeriesRecord
+from rtlab.system import migrate_fingerprint, virtualization_of
 
 MANIFEST_FILE = "experiment.json"
 INDEX_NAME = "index.sqlite"
@@ -109,11 +110,12 @@ class ExperimentRecord:
         return next((list(c.swept) for c in self.cases if c.series == series), [])
 
     def system(self) -> dict[str, Any]:
+        """The fingerprint (system.json), migrated to the current schema ({} unreadable)."""
         try:
             data = json.loads((self.path / "system.json").read_bytes())
         except (OSError, UnicodeDecodeError, ValueError, RecursionError):
             return {}
-        return data if isinstance(data, dict) else {}
+        return migrate_fingerprint(data) if isinstance(data, dict) else {}
 
     def document_path(self, case: CaseRecord) -> Path:
         if not case.document:
@@ -183,6 +185,8 @@ class Store:
         stored with them (raw samples, audit.json). The directory appears whole or not
         at all."""
         self._make_root()
+        system = migrate_fingerprint(system)  # an import's own fingerprint included
+        manifest.virtualization = virtualization_of(system)
         exp_id = exp_id or self.new_id(manifest.name or "experiment")
         final = self.root / exp_id
         tmp = self.root / f".new-{exp_id}.{os.getpid()}"

@@ -5,6 +5,7 @@ line. What these kernels show is asserted; no latency figure is."""
 from __future__ import annotations
 
 import json
+import platform
 import shlex
 import signal
 import sys
@@ -46,6 +47,21 @@ def test_the_generic_kernel_is_dynamic_without_the_rt_tracers(generic_guest: Gue
     f = findings(audit)
     assert f["kernel.preempt"]["status"] != "OK"
     assert f["trace.available"]["status"] != "OK"
+
+
+def test_the_hypervisor_is_stated_inside_the_guest_and_by_its_host(rt_guest: Guest):
+    """Inside, the guest's own files name QEMU; the host adds TCG or KVM and its kernel."""
+    inside = json.loads(rt_guest.rtlab("audit", "--json", check=False))
+    v = inside["facts"]["virtualization"]
+    assert v["kind"] == "vm" and v["source"] == "detected on the target", v
+    hyp = findings(inside)["cpu.hypervisor"]
+    assert "QEMU" in hyp["evidence"] and "flag hypervisor" in hyp["evidence"], hyp
+    system, audit = rt_guest.target.audit(None)  # type: ignore[attr-defined]
+    host = system["virtualization"]
+    assert host["host_kernel"] == platform.release() and host["hypervisor"] == "qemu"
+    tcg = host["accel"] == "tcg"
+    assert hyp["status"] == ("FAIL" if tcg else "WARN") and v["emulated"] is (True if tcg else None)
+    assert findings(audit)["cpu.hypervisor"]["status"] == ("FAIL" if tcg else "WARN")
 
 
 # --- spikes explained from the kernel's own trace lines --------------------------------------

@@ -23,6 +23,7 @@ from rtlab._output import visible as visible  # re-exported for the commands
 from rtlab.errors import UserError
 from rtlab.records import MAX_DEADLINE_NS
 from rtlab.store import Store
+from rtlab.system import EMULATED_WARNING, is_emulated, virt_label, virt_warning
 from rtlab.units import format_ns, parse_duration_ns
 
 EXIT_THRESHOLD = 1
@@ -157,22 +158,52 @@ def rich_table(
     return table
 
 
-def verdict(rows: list[dict[str, Any]], deadline_ns: int | None) -> tuple[int, Text | None]:
+def verdict(
+    rows: list[dict[str, Any]],
+    deadline_ns: int | None,
+    virtualization: dict[str, Any] | None = None,
+) -> tuple[int, Text | None]:
     """PASS/FAIL of finished cases (rows with series, case, max) against the deadline:
-    (exit status, one line). FAIL when a case's max exceeds it; (0, None) without one."""
+    (exit status, one line). FAIL when a case's max exceeds it; (0, None) without one.
+    Measured under emulation (VIRTUALIZATION says TCG) there is no verdict: the latencies
+    are emulation times; under a hypervisor the verdict says it includes the hypervisor's."""
     if deadline_ns is None:
         return 0, None
+    v = virtualization or {}
+    if is_emulated(v):
+        return 0, line(
+            ("NO VERDICT", "bold yellow"),
+            f": {EMULATED_WARNING}; {len(rows)} case(s) not judged against "
+            f"{format_ns(deadline_ns)}",
+        )
+    warning = virt_warning(v)
+    tail = f" ({warning})" if warning else ""
     over = [r for r in rows if r.get("max") is not None and r["max"] > deadline_ns]
     if not over:
         return 0, line(
-            ("PASS", "bold green"), f": {len(rows)} case(s) within {format_ns(deadline_ns)}"
+            ("PASS", "bold green"), f": {len(rows)} case(s) within {format_ns(deadline_ns)}{tail}"
         )
     worst = max(over, key=lambda r: r["max"])
     return EXIT_THRESHOLD, line(
         ("FAIL", "bold red"),
         f": {len(over)} of {len(rows)} case(s) exceed the deadline {format_ns(deadline_ns)} "
-        f"(worst: {worst['series']} / {worst['case']}, max {format_ns(worst['max'])})",
+        f"(worst: {worst['series']} / {worst['case']}, max {format_ns(worst['max'])}){tail}",
     )
+
+
+def verdict_fields(
+    status: int, deadline_ns: int | None, virtualization: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The verdict keys of --json: `verdict` PASS, FAIL or null (no deadline, or emulated:
+    `no_verdict` says why), the `virtualization` it was measured under and its warning."""
+    v = virtualization or {}
+    emulated = is_emulated(v) and deadline_ns is not None
+    return {
+        "verdict": None if deadline_ns is None or emulated else ("FAIL" if status else "PASS"),
+        "no_verdict": EMULATED_WARNING if emulated else None,
+        "virtualization": virt_label(v),
+        "virtualization_warning": virt_warning(v),
+    }
 
 
 def print_views(out: Console, tables: list, title_suffix: str = "") -> None:

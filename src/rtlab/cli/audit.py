@@ -140,6 +140,8 @@ def audit(
         click.echo(visible(f"{len(copied)} files from {root.describe()} copied into {capture_dir}"))
         return 0
     facts = read_facts(root, cpus)
+    if tree is None and where.virtualization is not None:
+        facts.virtualization = where.virtualization  # the host knows (accel, its kernel)
     findings = run_audit(facts, Context(deadline_ns=deadline))
     fragment = (
         "" if kconfig is None else kconfig_fragment(facts, findings, root.describe(), __version__)

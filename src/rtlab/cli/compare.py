@@ -32,8 +32,9 @@ from rtlab.cli._common import (
 )
 from rtlab.cli._pwcet import cell, pwcet_options, resolve, title
 from rtlab.errors import UserError
-from rtlab.results import compare_records, meter_tables
+from rtlab.results import compare_records, meter_tables, mixed_virtualization
 from rtlab.store import ExperimentRecord
+from rtlab.system import virt_label
 
 # Per meter: its view and, per row both sides have, (row key, the pair of rows).
 MeterPairs = dict[str, tuple[MeterView, list[tuple[tuple[Any, ...], dict[str, Any]]]]]
@@ -98,14 +99,22 @@ def compare(
     recs = [store.open(i) for i in experiment_ids]
     comp = compare_records(recs, deadline, thresholds, () if p is None else (p,))
     meters = _meter_pairs(recs, deadline, comp)
+    mixed = mixed_virtualization(recs)
+    failures = [] if mixed else comp.failures
+    err = console(err=True)
+    if mixed and not as_json:
+        err.print(line(("WARNING", "bold yellow"), f": {mixed}"))
     if as_json:
         print_json(
             {
                 "experiments": [s.id for s in comp.sides],
                 "setups": [s.setup for s in comp.sides],
+                "virtualization": [virt_label(r.manifest.virtualization) for r in recs],
+                "warning": mixed,
                 "rows": [r.to_dict() for r in comp.rows],
                 "meters": {m: [p for _, p in pairs] for m, (_, pairs) in meters.items()},
-                "failures": comp.failures,
+                "failures": failures,
+                "not_judged": comp.failures if mixed else [],
             }
         )
     elif as_csv:
@@ -145,10 +154,13 @@ def compare(
             _print_pwcet(comp, p, rate)
     if not comp.rows:
         click.echo("no matching finished cases", err=True)
-    err = console(err=True)
-    for f in comp.failures:
+    for f in failures:
         err.print(line(("FAIL", "bold red"), f" {f}"))
-    return 1 if comp.failures else 0
+    if mixed and comp.failures:
+        err.print(
+            line(("NO VERDICT", "bold yellow"), f": {len(comp.failures)} --fail-if not judged")
+        )
+    return 1 if failures else 0
 
 
 def _ratio_cell(ratio: float | None) -> str:

@@ -131,10 +131,13 @@ def _report(store: Store, farm: Farm, deadline: int | None) -> str | None:
     try:  # the boards' results are stored already: a failing report does not fail the run
         from rtlab.report import write_report
 
-        return str(write_report(recs, farm.path / "report.html", deadline_ns=deadline).html)
+        written = write_report(recs, farm.path / "report.html", deadline_ns=deadline)
     except UserError as e:
         click.echo(f"rtlab: no farm report written: {visible(e)}", err=True)
         return None
+    for warning in written.warnings:  # boards under a hypervisor, emulated, or both kinds
+        click.echo(f"warning: {visible(warning)}", err=True)
+    return str(written.html)
 
 
 def _print_summary(farm: Farm, report: str | None) -> None:

@@ -9,6 +9,7 @@ import click
 from rtlab.cli._common import (
     DURATION,
     console,
+    line,
     print_json,
     results_option,
     store_from,
@@ -17,7 +18,9 @@ from rtlab.cli._common import (
 )
 from rtlab.cli._pwcet import pwcet_options, resolve
 from rtlab.errors import UserError
+from rtlab.results import mixed_virtualization
 from rtlab.store import ExperimentRecord
+from rtlab.system import EMULATED_WARNING, is_emulated, virt_label
 from rtlab.targets._farm import open_experiments
 
 LEVELS_HINT = "--load-levels"
@@ -102,12 +105,21 @@ def report(
     result = write_report(
         recs, path, deadline_ns=deadline, loads=load_levels, pwcet_p=pwcet_p, rate_hz=rate
     )
-    status, lines = 0, []
+    status, lines, judged, withheld = 0, [], False, []
     for e in result.experiments:
-        code, text = verdict(e.verdict_rows(), e.deadline_ns)
+        virt = e.rec.manifest.virtualization
+        code, text = verdict(e.verdict_rows(), e.deadline_ns, virt)
         status = max(status, code)
         if text is not None:
             lines.append(text)
+            if is_emulated(virt):
+                withheld.append(e.id)
+            else:
+                judged = True
+    mixed = mixed_virtualization(recs)
+    if mixed:  # each side's latencies include a different hypervisor (or none)
+        status, judged = 0, False
+        lines = [line(("NO VERDICT", "bold yellow"), f": {mixed}")]
     if as_json:
         print_json(
             {
@@ -115,7 +127,12 @@ def report(
                 "csv": [str(p) for p in result.csv],
                 "figures": result.figures,
                 "tables": result.tables,
-                "verdict": "FAIL" if status else ("PASS" if lines else None),
+                "verdict": "FAIL" if status else ("PASS" if judged else None),
+                "no_verdict": mixed or {i: EMULATED_WARNING for i in withheld} or None,
+                "virtualization": {
+                    e.id: virt_label(e.rec.manifest.virtualization) for e in result.experiments
+                },
+                "warnings": result.warnings,
             }
         )
         return status
@@ -123,6 +140,8 @@ def report(
         f"report: {visible(result.html)} ({result.figures} figures, {result.tables} tables, "
         "CSV beside it)"
     )
+    for warning in result.warnings:
+        console(err=True).print(line(("warning", "yellow"), f": {warning}"))
     for text in lines:
         console().print(text)
     return status

@@ -22,6 +22,7 @@ from rtlab.cli._common import (
     scale_option,
     store_from,
     verdict,
+    verdict_fields,
     visible,
     warn_store,
 )
@@ -297,11 +298,12 @@ def _finish(
         rows = written.experiments[0].verdict_rows()
     else:
         rows = stats_rows(rec, dl)
-    status, verdict_line = verdict(rows, dl)
+    virt = rec.manifest.virtualization
+    status, verdict_line = verdict(rows, dl, virt)
     if as_json:
-        text = None if dl is None else ("FAIL" if status else "PASS")
         report = None if written is None else written.html
-        print_json(_summary(rec, report, ran, interrupted=False, deadline_ns=dl, verdict=text))
+        fields = verdict_fields(status, dl, virt)
+        print_json(_summary(rec, report, ran, interrupted=False, deadline_ns=dl, **fields))
     elif verdict_line is not None:
         console(err=True).print(verdict_line)
     return status

@@ -23,6 +23,7 @@ from rtlab.cli._common import (
     rich_table,
     store_from,
     verdict,
+    verdict_fields,
 )
 from rtlab.cli._pwcet import (
     CSV_FIELDS,
@@ -87,7 +88,8 @@ def show(
             row["pwcet"] = to_json(est, rate)
             row.update(csv_fields(est))
     dl = effective_deadline(rec, deadline)
-    status, verdict_line = verdict(rows, dl)
+    virt = rec.manifest.virtualization
+    status, verdict_line = verdict(rows, dl, virt)
     views = meter_tables(rec, deadline, stats)
     if as_json:
         print_json(
@@ -98,7 +100,7 @@ def show(
                 "setup": setup_label(rec),
                 "notes": rec.manifest.notes,
                 "deadline_ns": dl,
-                "verdict": None if dl is None else ("FAIL" if status else "PASS"),
+                **verdict_fields(status, dl, virt),
                 "rows": rows,
                 "meters": {view.meter: vrows for view, vrows in views},
             }

@@ -37,7 +37,9 @@ from rtlab.report.plots import (
     timeline_plot,
     to_svg,
 )
+from rtlab.results import mixed_virtualization
 from rtlab.store import ExperimentRecord
+from rtlab.system import is_emulated, virt_warning
 from rtlab.units import format_ns
 
 DEFAULT_LOADS = (4, 8)
@@ -70,6 +72,7 @@ class Report:
     figures: int
     tables: int
     experiments: list[ExperimentData] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # of the virtualization measured under
 
 
 def _svg_figures(plots: list[tuple[str, Plot]]) -> list[Figure]:
@@ -80,17 +83,40 @@ def _svg_figures(plots: list[tuple[str, Plot]]) -> list[Figure]:
     return out
 
 
+def virtualization_lines(exps: list[ExperimentData]) -> tuple[list[str], bool]:
+    """What the report says first of the virtualization the experiments ran under, and
+    whether their latencies may be judged together (not when it differs between them)."""
+    lines = []
+    mixed = mixed_virtualization([e.rec for e in exps])
+    if mixed:
+        lines.append(f"Warning: {mixed[0].upper()}{mixed[1:]}.")
+    for e in exps:
+        warning = virt_warning(e.rec.manifest.virtualization)
+        if warning:
+            who = f"{e.id}: " if len(exps) > 1 else ""
+            emulated = is_emulated(e.rec.manifest.virtualization)
+            lines.append(f"{who}{warning}" + ("; no PASS/FAIL verdict." if emulated else "."))
+    return lines, mixed is None
+
+
 def _headline(exps: list[ExperimentData]) -> dict[str, Any]:
     verdicts = series_verdicts(exps)
-    judged = [v for v in verdicts if v["verdict"]]
+    virt_lines, comparable = virtualization_lines(exps)
+    judged = [v for v in verdicts if v["verdict"]] if comparable else []
     fails = [v for v in judged if v["verdict"] == "FAIL"]
-    lines = []
+    lines = list(virt_lines)
+    big = "No deadline: no verdict"
     if not judged:
         status = "NONE"
-        lines.append(
-            "No deadline was given: the figures and tables show what was measured; "
-            "pass one with --deadline (at run or report time) for a PASS/FAIL verdict."
-        )
+        if not comparable:
+            big = "Different virtualization: no verdict"
+        elif any(v["no_verdict"] for v in verdicts):
+            big = "Emulated: no verdict"
+        else:
+            lines.append(
+                "No deadline was given: the figures and tables show what was measured; "
+                "pass one with --deadline (at run or report time) for a PASS/FAIL verdict."
+            )
     elif fails:
         status = "FAIL"
         for v in fails:
@@ -130,7 +156,7 @@ def _headline(exps: list[ExperimentData]) -> dict[str, Any]:
                     f"{e.id}: audit: {counts['FAIL']} FAIL, {counts['WARN']} WARN "
                     "(see Audit findings)."
                 )
-    return {"status": status, "lines": lines}
+    return {"status": status, "lines": lines, "big": big}
 
 
 def _experiments_summary(exps: list[ExperimentData]) -> list[dict[str, Any]]:
@@ -359,4 +385,5 @@ def write_report(
         figures=sum(len(s.figures) for s in sections),
         tables=len(tables),
         experiments=exps,  # type: ignore[arg-type]
+        warnings=virtualization_lines(exps)[0],  # type: ignore[arg-type]
     )

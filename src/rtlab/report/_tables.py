@@ -12,6 +12,7 @@ from rtlab.analysis import EXPORT_METRICS, METRICS, TABLE_COUNTS, TABLE_METRICS
 from rtlab.report import _pwcet
 from rtlab.report._data import ExperimentData
 from rtlab.report._style import case_title
+from rtlab.system import is_emulated
 from rtlab.units import format_ns
 
 #: Boot parameters that partition CPUs or quiet them for real-time work.
@@ -78,6 +79,7 @@ def series_verdicts(exps: list[ExperimentData]) -> list[dict[str, Any]]:
             wmax = max(live, key=lambda c: c.stats.max)
             wp = max(live, key=lambda c: c.stats.p999)
             dl = e.deadline_ns
+            emulated = is_emulated(e.rec.manifest.virtualization)
             row = {
                 "experiment": e.id,
                 "setup": e.setup,
@@ -94,9 +96,10 @@ def series_verdicts(exps: list[ExperimentData]) -> list[dict[str, Any]]:
                 "p999_verdict": None,
                 "p999_margin_ns": None,
                 "misses": None,
+                "no_verdict": "emulated (TCG)" if emulated and dl is not None else None,
                 **dict.fromkeys(_pwcet.FIELDS),
             }
-            if dl is not None:
+            if dl is not None and not emulated:
                 row["verdict"] = "PASS" if wmax.stats.max <= dl else "FAIL"
                 row["margin_ns"] = dl - wmax.stats.max
                 row["p999_verdict"] = "PASS" if wp.stats.p999 <= dl else "FAIL"
@@ -134,6 +137,7 @@ def verdict_table(exps: list[ExperimentData]) -> Table:
             "p999_case",
             "deadline_ns",
             "verdict",
+            "no_verdict",
             "margin_ns",
             "p999_verdict",
             "p999_margin_ns",
@@ -152,7 +156,9 @@ def verdict_table(exps: list[ExperimentData]) -> Table:
                 f"{_d(v['max_ns'])} ({v['max_case']})",
                 f"{_d(v['p999_ns'])} ({v['p999_case']})",
                 _d(v["deadline_ns"]),
-                f"{v['verdict']} {_margin(v['margin_ns'])}" if v["verdict"] else "-",
+                f"{v['verdict']} {_margin(v['margin_ns'])}"
+                if v["verdict"]
+                else (f"no verdict: {v['no_verdict']}" if v["no_verdict"] else "-"),
                 f"{v['p999_verdict']} {_margin(v['p999_margin_ns'])}" if v["p999_verdict"] else "-",
                 "-" if v["misses"] is None else str(v["misses"]),
             ]

@@ -28,14 +28,29 @@ from rtlab.system._root import (
     snapshot_from_bytes,
     snapshot_from_document,
 )
+from rtlab.system._virt import (
+    EMULATED_WARNING,
+    FINGERPRINT_SCHEMA,
+    is_emulated,
+    migrate_fingerprint,
+    virt_label,
+    virt_warning,
+    virtualization_of,
+)
+from rtlab.system._virt import KINDS as VIRTUALIZATION_KINDS
+from rtlab.system._virt import UNKNOWN as UNKNOWN_VIRTUALIZATION
 
 __all__ = [
+    "EMULATED_WARNING",
     "FAIL",
+    "FINGERPRINT_SCHEMA",
     "INFO",
     "LIVE_ROOT",
     "MAX_CPUS",
     "OK",
     "STATUSES",
+    "UNKNOWN_VIRTUALIZATION",
+    "VIRTUALIZATION_KINDS",
     "WARN",
     "Cmdline",
     "Context",
@@ -52,9 +67,11 @@ __all__ = [
     "exit_status",
     "fingerprint_from_facts",
     "format_cpulist",
+    "is_emulated",
     "isolated_cpus",
     "kernel_config",
     "load_snapshot",
+    "migrate_fingerprint",
     "parse_cpulist",
     "parse_cpumask",
     "parse_isolcpus",
@@ -65,4 +82,7 @@ __all__ = [
     "snapshot_from_bytes",
     "snapshot_from_document",
     "split_cmdline",
+    "virt_label",
+    "virt_warning",
+    "virtualization_of",
 ]

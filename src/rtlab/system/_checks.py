@@ -32,6 +32,8 @@ CHECKS: list[Check] = [
     kernel.CstateLimit(),
     kernel.TscReliable(),
     kernel.BootTracing(),
+    cpu.Hypervisor(),
+    cpu.StealTime(),
     cpu.Smt(),
     cpu.SmtSiblingIsolated(),
     cpu.Governor(),

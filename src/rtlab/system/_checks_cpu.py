@@ -18,6 +18,7 @@ from rtlab.system._audit import (
     rt_explicit,
 )
 from rtlab.system._facts import Facts
+from rtlab.system._virt import EMULATED_WARNING, HYPERVISOR_WARNING, is_emulated, virt_label
 
 CPU = "/sys/devices/system/cpu"
 DEFAULT_IDLE_LIMIT_US = 100  # without --deadline, idle exit latencies above this are flagged
@@ -279,3 +280,69 @@ class WritebackMask(_MaskCheck):
     why = "Dirty-page writeback runs in the writeback workqueue on the CPUs of its cpumask."
     path = "/sys/bus/workqueue/devices/writeback/cpumask"
     attr = "writeback_cpus"
+
+
+class Hypervisor(Check):
+    id = "cpu.hypervisor"
+    title = "Runs on the hardware, not under a hypervisor"
+    why = (
+        "A guest's latencies include the hypervisor's: the host may deschedule a vCPU at any "
+        "time and delivers its timers and interrupts; under emulation (TCG) every instruction "
+        "is translated, so latencies are emulation times."
+    )
+    missing = "no /proc/cpuinfo, /sys/hypervisor/type, DMI, device tree or clocksource readable"
+
+    def available(self, f: Facts) -> bool:
+        return f.hypervisor.get("present") is not None or f.virtualization.get("kind") == "vm"
+
+    def read(self, f: Facts) -> tuple[Any, str]:
+        v = f.virtualization
+        ev = list(f.hypervisor.get("evidence") or [])
+        if str(v.get("source")).startswith("the host"):
+            ev.insert(
+                0,
+                f"host: {v.get('hypervisor') or 'vm'} under {str(v.get('accel')).upper()}, "
+                f"host kernel {v.get('host_kernel') or '?'}",
+            )
+        return v, "; ".join(ev) or "no hypervisor flag, /sys/hypervisor/type or virtual DMI"
+
+    def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
+        if is_emulated(value):
+            return FAIL, (
+                f"{EMULATED_WARNING}: no latency verdict holds; boot with accel=kvm, or "
+                "measure on the hardware"
+            )
+        if value.get("kind") != "vm":
+            return OK, ""
+        return WARN, (
+            f"{virt_label(value)}: {HYPERVISOR_WARNING}; measure on the hardware for the "
+            "verdict, or pin each vCPU to its own host CPU and isolate those on the host"
+        )
+
+
+class StealTime(Check):
+    id = "cpu.steal"
+    title = "No steal time (the CPUs are not shared with other guests)"
+    why = (
+        "Steal time (/proc/stat, 8th value of the cpu lines) is time the host ran something "
+        "else while this system's vCPUs wanted to run: a latency can include it."
+    )
+    missing = "/proc/stat has no steal value"
+
+    def available(self, f: Facts) -> bool:
+        return f.hypervisor.get("steal_ticks") is not None
+
+    def read(self, f: Facts) -> tuple[Any, str]:
+        per_cpu = f.hypervisor.get("steal_cpus") or {}
+        ev = f"/proc/stat: steal {f.hypervisor['steal_ticks']} ticks since boot"
+        if per_cpu:
+            ev += " (" + ", ".join(f"{c} {n}" for c, n in list(per_cpu.items())[:16]) + ")"
+        return f.hypervisor["steal_ticks"], ev
+
+    def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
+        if not value:
+            return OK, ""
+        return WARN, (
+            f"the host is shared: {HYPERVISOR_WARNING}; give the guest dedicated host CPUs "
+            "or measure on the hardware"
+        )

@@ -18,6 +18,7 @@ from rtlab.system._isolation import isolated_cpus
 from rtlab.system._kconfig_debug import DEBUG_OPTIONS, LATENCY_TRACERS, judge
 from rtlab.system._kernel import kernel_config, preempt_model
 from rtlab.system._root import Root
+from rtlab.system._virt import detected_virtualization, read_hypervisor
 
 CPU = "sys/devices/system/cpu"
 
@@ -126,6 +127,10 @@ class Facts:
     kthreads_on_rt: int = 0
     kthreads_on_rt_names: list[str] = field(default_factory=list)
     rt_policy_tasks_on_rt: list[str] = field(default_factory=list)
+    # What the system's files say of a hypervisor (_virt.read_hypervisor), and what the
+    # fingerprint records: that, or what the host of a vm: target knows (accel, its kernel).
+    hypervisor: dict[str, Any] = field(default_factory=dict)
+    virtualization: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -402,6 +407,8 @@ def read_facts(root: Root, rt_cpus: list[int] | None = None) -> Facts:
         root.read("sys/devices/system/machinecheck/machinecheck0/check_interval")
     )
     _tracing(root, f)
+    f.hypervisor = read_hypervisor(root, f.clocksources_available)
+    f.virtualization = detected_virtualization(f.hypervisor)
     if rt_cpus is not None or f.isolated_cpus:
         _tasks(root, f)
     return f

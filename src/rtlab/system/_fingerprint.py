@@ -7,14 +7,15 @@ import platform
 
 from rtlab.system._facts import read_facts
 from rtlab.system._root import LIVE_ROOT, Root
+from rtlab.system._virt import FINGERPRINT_SCHEMA, virtualization_of
 
 
 def fingerprint_from_facts(facts: dict, live: bool = False) -> dict:
-    """The keys system.json has always had, from the audit's facts."""
+    """system.json from the audit's facts (schema 2 added `virtualization`)."""
     uname = platform.uname() if live else None
     online = facts.get("cpus_online") or []
     return {
-        "schema": 1,
+        "schema": FINGERPRINT_SCHEMA,
         "hostname": facts.get("hostname") or (uname.node if uname else None),
         "kernel_release": facts.get("kernel_release") or (uname.release if uname else ""),
         "kernel_version": facts.get("kernel_version") or (uname.version if uname else ""),
@@ -34,6 +35,7 @@ def fingerprint_from_facts(facts: dict, live: bool = False) -> dict:
         "rcu_nocbs_cpus": facts.get("rcu_nocbs_cpus") or [],
         "smt_active": facts.get("smt_active"),
         "governors": facts.get("governors") or {},
+        "virtualization": virtualization_of(facts),
     }
 
 
@@ -43,12 +45,18 @@ def collect_fingerprint(root: Root = LIVE_ROOT) -> dict:
 
 
 def audit_system(
-    root: Root = LIVE_ROOT, deadline_ns: int | None = None, rt_cpus: list[int] | None = None
+    root: Root = LIVE_ROOT,
+    deadline_ns: int | None = None,
+    rt_cpus: list[int] | None = None,
+    virtualization: dict | None = None,
 ) -> tuple[dict, dict]:
     """The fingerprint (system.json) and the audit (audit.json) from one reading of ROOT;
-    RT_CPUS: the real-time CPUs when known (default: the isolated ones)."""
+    RT_CPUS: the real-time CPUs when known (default: the isolated ones); VIRTUALIZATION:
+    what the host knows of a virtual machine it runs (else what ROOT's files say)."""
     from rtlab.system._audit import Context, audit_document, run_audit
 
     facts = read_facts(root, rt_cpus)
+    if virtualization is not None:
+        facts.virtualization = virtualization
     doc = audit_document(facts, run_audit(facts, Context(deadline_ns=deadline_ns)))
     return fingerprint_from_facts(doc["facts"], live=root.live), doc

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rtlab.system._cpus import format_cpulist
+from rtlab.system._virt import virt_label, virtualization_of
 
 PREEMPT_NAMES = {
     "rt": "PREEMPT_RT",
@@ -63,6 +64,11 @@ def _plain(key: str, form: str = "{}") -> Callable[[dict[str, Any]], str | None]
     return label
 
 
+def _virtualization(f: dict[str, Any]) -> str | None:
+    label = virt_label(virtualization_of(f))
+    return None if label == "unknown" else label
+
+
 UNTUNED = "untuned"
 
 # Facts that name a setup when they differ between experiments, in label order.
@@ -76,6 +82,7 @@ SETUP_FACTS: list[tuple[str, Callable[[dict[str, Any]], str | None]]] = [
     ("smt_active", _smt),
     ("governors", _governor),
     ("tuning", lambda f: f.get("tuning") or UNTUNED),  # `rtlab run --tuned`
+    ("virtualization", _virtualization),  # bare, kvm, tcg, another hypervisor
 ]
 # Used only when the facts above do not tell the setups apart.
 FALLBACK_FACTS: list[tuple[str, Callable[[dict[str, Any]], str | None]]] = [
@@ -84,10 +91,16 @@ FALLBACK_FACTS: list[tuple[str, Callable[[dict[str, Any]], str | None]]] = [
 ]
 
 
+# Facts that name setups only when every side has them ("unknown" differs from nothing).
+KNOWN_ON_ALL = {"virtualization"}
+
+
 def _parts(facts: list[dict[str, Any]], table: list) -> list[list[str]]:
     out: list[list[str]] = [[] for _ in facts]
-    for _, label in table:
+    for key, label in table:
         texts = [label(f) for f in facts]
+        if key in KNOWN_ON_ALL and None in texts:
+            continue
         if len({json.dumps(t) for t in texts}) > 1:
             for i, t in enumerate(texts):
                 if t:

@@ -57,9 +57,14 @@ class Target(ABC):
         """What an experiment's manifest keeps of it (`--resume` opens it again)."""
         return None
 
+    @property
+    def virtualization(self) -> dict[str, Any] | None:
+        """What the host knows of the virtual machine it is (None: read from its files)."""
+        return None
+
     def audit(self, deadline_ns: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
         """Its fingerprint (system.json) and audit (audit.json)."""
-        return audit_system(self.root, deadline_ns, self.rt_cpus)
+        return audit_system(self.root, deadline_ns, self.rt_cpus, self.virtualization)
 
     @abstractmethod
     def checker(self, calls: list[ProbeCall]) -> CheckFn:
