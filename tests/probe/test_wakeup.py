@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import platform
 import pty
 import signal
 import struct
@@ -63,7 +64,7 @@ def test_document_structure_per_cpu(wakeup):
     cpus = online_cpus()
     cp, doc = wakeup("--cpus", ",".join(map(str, cpus)), "--loops", "300", "--policy", "fifo:50")
     assert cp.returncode == 0, cp.stderr
-    assert doc["schema"] == 4 and doc["tool"] == "rtlab-probe" and doc["meter"] == "wakeup"
+    assert doc["schema"] == 5 and doc["tool"] == "rtlab-probe" and doc["meter"] == "wakeup"
     assert doc["complete"] is True and doc["stop_reason"] == "loops"
     assert doc["argv"][1:3] == ["wakeup", "--cpus"]
     assert doc["start_utc"].endswith("Z") and doc["start_utc"] <= doc["end_utc"]
@@ -422,3 +423,18 @@ def test_check_validates_without_running(run_probe, tmp_path):
     assert not out.exists()
     cp = run_probe("wakeup", "--check", "--interval", "0")
     assert cp.returncode == 2 and "--interval" in cp.stderr
+
+
+def test_the_probe_says_which_hypervisor_it_runs_under(run_probe, tmp_path):
+    """On x86 the CPU says it (CPUID): the same answer as /proc/cpuinfo's flag."""
+    out = tmp_path / "w.json"
+    run_probe("wakeup", "--loops", "5", "--policy", "other", "--no-mlock", "--json", str(out))
+    virt = json.loads(out.read_text())["host"]["virtualization"]
+    assert set(virt) == {"kind", "hypervisor", "signature", "source"}
+    if platform.machine() in ("x86_64", "i686"):
+        flagged = " hypervisor " in " " + Path("/proc/cpuinfo").read_text().replace("\n", " ")
+        assert virt["source"] == ("cpuid" if flagged else "none")
+        assert virt["kind"] == ("vm" if flagged else "none")
+        assert bool(virt["hypervisor"]) == flagged
+    else:
+        assert virt["kind"] in ("vm", "none")

@@ -14,8 +14,8 @@
 #include "timeutil.h"
 
 #define RESULT_SCHEMA \
-	4 /* 2: threshold -> deadline; 3: threads[].lost -> raw_lost;
-			  4: explain, spikes */
+	5 /* 2: threshold -> deadline; 3: threads[].lost -> raw_lost;
+			  4: explain, spikes; 5: host.virtualization */
 
 static const struct {
 	const char *key;
