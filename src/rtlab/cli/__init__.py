@@ -24,6 +24,7 @@ from rtlab.cli.report import report
 from rtlab.cli.run import run
 from rtlab.cli.show import show
 from rtlab.cli.tune import tune_group
+from rtlab.cli.vm import vm_group
 from rtlab.cli.watch import watch
 from rtlab.errors import InternalError, OutputError, UnsupportedError, UserError
 
@@ -58,6 +59,7 @@ cli.add_command(tune_group)
 cli.add_command(partition_group)
 cli.add_command(watch)
 cli.add_command(lava_group)
+cli.add_command(vm_group)
 
 
 def _say(msg: object) -> None:
