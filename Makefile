@@ -190,7 +190,7 @@ cross-probe: cross-test
 # kernel for arm64 booted under qemu-system-aarch64 (TCG) on a Debian arm64 root that
 # `rtlab vm root` builds once with mmdebstrap (cached in ~/.cache/rtlab/vm-roots), and
 # one wake-up case with --explain measured there by the static aarch64 probe. Not part
-# of `make test` (about 3 minutes to build the root once, then about 2 per run).
+# of `make test` (about 3.5 minutes to build the root once, then about 1 per run).
 ARM64_DEBS := qemu-system-arm mmdebstrap arch-test qemu-user-static binfmt-support \
 	busybox-static kmod
 
