@@ -96,3 +96,14 @@ def generic_guest() -> Iterator[Guest]:
 @pytest.fixture(params=["rt", "generic"])
 def guest(request) -> Guest:
     return request.getfixturevalue(f"{request.param}_guest")
+
+
+def explained_spikes(doc: dict) -> list[dict]:
+    """The spikes of a probe document whose --explain worked, each one's causes and its
+    unexplained rest summing to its latency."""
+    assert doc["explain"]["status"] == "ok", doc["explain"]
+    spikes = doc["spikes"]
+    assert spikes, "no sample above the --explain threshold with a spinner on the CPU"
+    for s in spikes:
+        assert sum(c["ns"] for c in s["causes"]) + s["unexplained_ns"] == s["latency_ns"]
+    return list(spikes)

@@ -31,6 +31,7 @@ COMMANDS = {
     "run": "run:run",
     "show": "show:show",
     "tune": "tune:tune_group",
+    "vm": "vm:vm_group",
     "watch": "watch:watch",
 }
 

@@ -464,16 +464,17 @@ class CstateLimit(Check):
     why = "Waking from a deep C-state can take longer than the deadline."
 
     def read(self, f: Facts) -> tuple[Any, str]:
-        keys = ("idle", "intel_idle.max_cstate", "processor.max_cstate")
+        keys = ("idle", "intel_idle.max_cstate", "processor.max_cstate", "cpuidle.off")
         given = {k: f.rt_params[k] for k in keys if k in f.rt_params}
-        ev = " ".join(f"{k}={v}" for k, v in given.items()) or "no idle=, max_cstate="
+        ev = " ".join(f"{k}={v}" for k, v in given.items()) or "no idle=, max_cstate=, cpuidle.off="
         return bool(given), f"{CMDLINE}: {ev}"
 
     def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
-        fix = (
-            "boot with intel_idle.max_cstate=1 processor.max_cstate=1, or hold "
-            "/dev/cpu_dma_latency at 0 while the real-time task runs"
-        )
+        # intel_idle and processor (ACPI C-states) are x86's; cpuidle.off=1 turns the
+        # cpuidle subsystem off on every architecture (admin-guide/pm/cpuidle.rst)
+        x86 = (f.arch or "x86_64") in ("x86_64", "i386", "i486", "i586", "i686")
+        limit = "intel_idle.max_cstate=1 processor.max_cstate=1" if x86 else "cpuidle.off=1"
+        fix = f"boot with {limit}, or hold /dev/cpu_dma_latency at 0 while the real-time task runs"
         return (OK, "") if value else (INFO, fix)
 
 

@@ -25,7 +25,8 @@ CPU = "sys/devices/system/cpu"
 # Boot parameters that matter for real-time behaviour, reported as they were given.
 RT_PARAMS = (
     "isolcpus", "nohz_full", "nohz", "rcu_nocbs", "rcu_nocb_poll", "irqaffinity", "threadirqs",
-    "nosmt", "idle", "intel_idle.max_cstate", "processor.max_cstate", "skew_tick", "tsc",
+    "nosmt", "idle", "intel_idle.max_cstate", "processor.max_cstate", "cpuidle.off", "skew_tick",
+    "tsc",
     "nowatchdog", "nmi_watchdog", "nosoftlockup", "housekeeping", "kthread_cpus", "preempt",
     "mitigations", "clocksource", "ftrace", "trace_event", "transparent_hugepage", "mce",
     "intel_pstate", "cpufreq.default_governor", "rcupdate.rcu_normal_after_boot",

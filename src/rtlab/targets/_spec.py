@@ -40,6 +40,7 @@ KEYS: dict[str, type | tuple[type, ...]] = {
     "memory": str,
     "accel": str,
     "arch": str,
+    "root": str,
 }
 #: Keys that say what kind of target a table is (exactly one of them).
 KIND_KEYS = {"host": SSH, "labgrid": LABGRID, "vm": VM}
@@ -71,6 +72,7 @@ class TargetSpec:
     memory: str | None = None  # vm: "1G"
     accel: str | None = None  # vm: auto, kvm or tcg
     arch: str | None = None  # vm: x86_64 or arm64
+    root: str | None = None  # vm: the guest's root file system (another arch: targets/_vmroot.py)
 
     @property
     def url(self) -> str:
@@ -220,7 +222,7 @@ def _table(name: str, t: dict[str, Any], where: str) -> TargetSpec:
         raise UserError(f"{where}: give one of host = ... (SSH), labgrid = PLACE or vm = KERNEL")
     if kinds[0] == VM:
         return _vm_table(name, t, where)
-    vm_only = sorted(set(t) & {"append", "cpus", "memory", "accel", "arch"})
+    vm_only = sorted(set(t) & {"append", "cpus", "memory", "accel", "arch", "root"})
     if vm_only:
         raise UserError(f"{where}: {', '.join(vm_only)}: only for a vm = KERNEL target")
     port = t.get("port")

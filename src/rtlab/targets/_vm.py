@@ -1,9 +1,12 @@
 """A virtual machine as a target: a kernel booted with virtme-ng and QEMU on a read-only
 view of this machine's root file system, measured over SSH like a board.
 
-`vm:KERNEL[?append=...&cpus=N&memory=SIZE&accel=kvm|tcg|auto&arch=x86_64|arm64]` on the
-command line, or a targets.toml table with `vm = "KERNEL"` and those keys. KERNEL is a
-kernel image, or the release of a kernel installed in /boot. The machine is booted once
+`vm:KERNEL[?append=...&cpus=N&memory=SIZE&accel=kvm|tcg|auto&arch=x86_64|arm64&root=DIR]`
+on the command line, or a targets.toml table with `vm = "KERNEL"` and those keys. KERNEL
+is a kernel image, or the release of a kernel installed in /boot. A guest of another
+architecture (arch=arm64 on x86) boots on a root file system of its own (`root=DIR`,
+default: the one `rtlab vm root --arch ARCH` built, targets/_vmroot.py) under TCG, and
+KERNEL is then a release in that root's /boot. The machine is booted once
 when the target is opened (once per experiment) and powered off when it is closed;
 virtme-ng starts an SSH server in the guest (`vng --ssh`), reached on a port of
 127.0.0.1 with a key and host keys made for this machine only, and from there on the
@@ -35,6 +38,7 @@ from urllib.parse import unquote
 
 from rtlab.errors import UnsupportedError, UserError
 from rtlab.probe import one_line
+from rtlab.targets import _vmroot
 from rtlab.targets._remote import Remote
 from rtlab.targets._spec import NAME_RE, SSH, VM, TargetSpec
 
@@ -47,7 +51,7 @@ ARCHS = {
     "aarch64": ("arm64", "qemu-system-aarch64"),
 }
 #: Keys of a `vm` table in targets.toml (and of the options after `?`).
-VM_OPTIONS = ("append", "cpus", "memory", "accel", "arch")
+VM_OPTIONS = ("append", "cpus", "memory", "accel", "arch", "root")
 MAX_CPUS = 64  # virtual CPUs of one guest
 MAX_APPEND = 4096  # characters added to the kernel command line
 MEMORY_RE = re.compile(r"([1-9][0-9]{0,6})([MG]?)")
@@ -125,10 +129,12 @@ def vm_spec(name: str, kernel: str, options: dict[str, Any], where: str) -> Targ
     append = str(options.get("append") or "")
     if len(append) > MAX_APPEND or any(not c.isprintable() for c in append):
         raise UserError(f"{where}: append: at most {MAX_APPEND} printable characters")
+    root = guest_root(ARCHS[arch][0], options.get("root"), where)
     return TargetSpec(
         name=name,
         kind=VM,
-        kernel=str(resolve_kernel(kernel, where)),
+        kernel=str(resolve_kernel(kernel, where, root)),
+        root=str(root) if root else None,
         append=append or None,
         vm_cpus=cpus,
         memory=memory,
@@ -137,15 +143,36 @@ def vm_spec(name: str, kernel: str, options: dict[str, Any], where: str) -> Targ
     )
 
 
-def resolve_kernel(kernel: str, where: str) -> Path:
-    """KERNEL as an image: a path, or /boot/vmlinuz-RELEASE; UserError when there is none."""
-    path = Path(kernel) if "/" in kernel else BOOT / f"vmlinuz-{kernel}"
+def guest_root(arch: str, root: Any, where: str) -> Path | None:
+    """The guest's own root file system: ROOT, else for another architecture the root
+    built for it; None for this machine's root (a guest of its architecture)."""
+    if root:
+        return _vmroot.check_root(Path(str(root)), where)
+    if arch == host_arch():
+        return None
+    path = _vmroot.default_root(arch) if arch in _vmroot.KERNEL_PACKAGES else None
+    if path is None or not _vmroot.is_root(path):
+        raise UserError(
+            f"{where}: arch={arch} boots on a root file system of its own: build it with "
+            f"`rtlab vm root --arch {arch}` (once, a few minutes) or give root=DIR"
+        )
+    return path
+
+
+def resolve_kernel(kernel: str, where: str, root: Path | None = None) -> Path:
+    """KERNEL as an image: a path, or BOOT/vmlinuz-RELEASE (ROOT/boot for a guest with a
+    root of its own); UserError when there is none."""
+    boot = root / "boot" if root else BOOT
+    path = Path(kernel) if "/" in kernel else boot / f"vmlinuz-{kernel}"
     try:
         ok = path.is_file()
     except (OSError, ValueError):
         ok = False
     if not ok:
-        hint = "" if "/" in kernel else f" (no {path}: is the kernel package installed?)"
+        hint = ""
+        if "/" not in kernel:
+            there = f"; there: {', '.join(_vmroot.kernels(root)) or 'none'}" if root else ""
+            hint = f" (no {path}: is the kernel package installed?{there})"
         raise UserError(f"{where}: kernel {one_line(kernel)}: not a file{hint}")
     return path.resolve()
 
@@ -329,6 +356,8 @@ def _command(vng: str, spec: TargetSpec, port: int, accel: str) -> list[str]:
         cmd += ["--append", spec.append]
     if spec.arch and spec.arch != host_arch():
         cmd += ["--arch", spec.arch]
+    if spec.root:
+        cmd += ["--root", spec.root]
     return cmd
 
 
@@ -482,6 +511,7 @@ def vm_url(spec: TargetSpec) -> str:
         "memory": spec.memory,
         "accel": spec.accel,
         "arch": spec.arch,
+        "root": spec.root,
     }
     query = "&".join(f"{k}={v}" for k, v in options.items() if v not in (None, ""))
     return f"vm:{spec.kernel}" + (f"?{query}" if query else "")
