@@ -62,6 +62,12 @@ def test_the_hypervisor_is_stated_inside_the_guest_and_by_its_host(rt_guest: Gue
     tcg = host["accel"] == "tcg"
     assert hyp["status"] == ("FAIL" if tcg else "WARN") and v["emulated"] is (True if tcg else None)
     assert findings(audit)["cpu.hypervisor"]["status"] == ("FAIL" if tcg else "WARN")
+    # the probe's own document says it too: the CPU's signature under QEMU's emulation
+    doc = json.loads(rt_guest.sh(f"{rt_guest.probe} wakeup --loops 5 --policy other "
+                                 "--no-mlock --json /dev/stdout --quiet"))  # fmt: skip
+    probe_virt = doc["host"]["virtualization"]
+    assert probe_virt["kind"] == "vm" and probe_virt["source"] == "cpuid", probe_virt
+    assert probe_virt["hypervisor"] == ("tcg" if tcg else "kvm"), probe_virt
 
 
 # --- spikes explained from the kernel's own trace lines --------------------------------------
