@@ -241,6 +241,27 @@ def test_nohz_full_without_kernel_support_fails(tmp_path):
     assert _facts_rule(files, tmp_path)["boot.nohz_full_config"].status == "FAIL"
 
 
+@pytest.mark.parametrize("built", [True, False])
+def test_isolcpus_and_rcu_nocbs_need_their_kernel_options(tmp_path, built):
+    """Without CPU_ISOLATION / RCU_NOCB_CPU the kernel does not parse isolcpus= /
+    rcu_nocbs= (kernel/sched/isolation.c, kernel/rcu/tree_nocb.h are not built): the boot
+    line alone is not isolation."""
+    files = {"proc/cmdline": "isolcpus=managed_irq,domain,3 nohz_full=3 rcu_nocbs=3"}
+    files["proc/sys/kernel/osrelease"] = "6.1"
+    config = "CONFIG_NO_HZ_FULL=y\nCONFIG_HZ=250\n"
+    if built:
+        config += "CONFIG_CPU_ISOLATION=y\nCONFIG_RCU_NOCB_CPU=y\n"
+    files["boot/config-6.1"] = config
+    got = _facts_rule(files, tmp_path, [3])
+    if built:
+        assert got["boot.isolcpus"].status == got["boot.rcu_nocbs"].status == "OK"
+    else:
+        assert got["boot.isolcpus"].status == got["boot.rcu_nocbs"].status == "WARN"
+        assert "CONFIG_CPU_ISOLATION=y" in got["boot.isolcpus"].fix
+        assert "CONFIG_RCU_NOCB_CPU=y" in got["boot.rcu_nocbs"].fix
+        assert "CONFIG_RCU_NOCB_CPU not set" in got["boot.rcu_nocbs"].evidence
+
+
 def test_irqaffinity_including_the_rt_cpu_fails(tmp_path):
     got = _facts_rule({"proc/cmdline": "isolcpus=3 irqaffinity=0-3"}, tmp_path)
     assert got["boot.irqaffinity"].status == "FAIL"

@@ -271,7 +271,7 @@ def test_without_isolation_the_mask_checks_say_so(tmp_path):
     ],
 )
 def test_isolcpus_flags_without_domain_do_not_isolate_from_the_scheduler(tmp_path, cmdline, status):
-    _, got = _audit(tmp_path, "", cmdline)
+    _, got = _audit(tmp_path, "CONFIG_CPU_ISOLATION=y\n", cmdline)
     assert got["boot.isolcpus"].status == status
     assert ("has no domain flag" in got["boot.isolcpus"].evidence) == (status == "WARN")
 

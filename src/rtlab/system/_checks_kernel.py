@@ -273,6 +273,11 @@ class Clocksource(Check):
         return WARN, (f"boot with clocksource={better[0]}" if better else "use a TSC or arch timer")
 
 
+def _config_lacks(f: Facts, symbol: str) -> bool:
+    """The kernel's configuration is readable and SYMBOL is not built in."""
+    return f.config_source is not None and f.config.get(symbol) != "y"
+
+
 class Isolcpus(Check):
     id = "boot.isolcpus"
     title = "Real-time CPUs isolated from the scheduler"
@@ -292,6 +297,9 @@ class Isolcpus(Check):
 
     def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
         isolated, domain = value
+        if f.isolation_source == "isolcpus" and _config_lacks(f, "CONFIG_CPU_ISOLATION"):
+            # init/Kconfig: without CPU_ISOLATION, isolcpus= is not parsed (isolation.c)
+            return WARN, "rebuild with CONFIG_CPU_ISOLATION=y: this kernel ignores isolcpus="
         if isolated and domain and set(f.rt_cpus) <= set(f.isolated_cpus):
             return OK, ""
         rt = f.rt_cpus if rt_explicit(f) else f.cpus_online[-1:]
@@ -385,9 +393,15 @@ class RcuNocbs(Check):
         return rt_explicit(f)
 
     def read(self, f: Facts) -> tuple[Any, str]:
-        return f.rcu_nocbs_cpus, f"{CMDLINE}: rcu_nocbs={cpus(f.rcu_nocbs_cpus)}"
+        ev = f"{CMDLINE}: rcu_nocbs={cpus(f.rcu_nocbs_cpus)}"
+        if f.rcu_nocbs_cpus and _config_lacks(f, "CONFIG_RCU_NOCB_CPU"):
+            ev += f"; {f.config_source}: CONFIG_RCU_NOCB_CPU not set"
+        return f.rcu_nocbs_cpus, ev
 
     def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
+        if value and _config_lacks(f, "CONFIG_RCU_NOCB_CPU"):
+            # kernel/rcu/Kconfig: without RCU_NOCB_CPU, rcu_nocbs= is not parsed
+            return WARN, "rebuild with CONFIG_RCU_NOCB_CPU=y: this kernel ignores rcu_nocbs="
         if set(f.rt_cpus) <= set(value):
             return OK, ""
         return WARN, f"boot with rcu_nocbs={cpus(f.rt_cpus)}"
