@@ -1,5 +1,5 @@
 """Guests of another architecture (vm:KERNEL?arch=arm64) without booting anything: the
-root file system they boot on (`rtlab vm root`, targets/_vmroot.py), how a release is
+root file system they boot on (`rtlab vm root`, targets/vmroot.py), how a release is
 found in it, the virtme-ng command, and the refusals (exit 2) when there is none."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rtlab.errors import UserError
-from rtlab.targets import TargetSpec, _vm, _vmroot, parse_target
+from rtlab.targets import TargetSpec, _vm, parse_target, vmroot
 from rtlab.targets._vm import host_arch
 
 RELEASE = "6.1.0-99-rt-arm64"
@@ -23,7 +23,7 @@ def make_root(path: Path, manifest: bool = True) -> Path:
         (path / rel).parent.mkdir(parents=True, exist_ok=True)
         (path / rel).write_bytes(b"")
     if manifest:
-        (path / _vmroot.MANIFEST).write_text(json.dumps(_vmroot.recipe("arm64")))
+        (path / vmroot.MANIFEST).write_text(json.dumps(vmroot.recipe("arm64")))
     return path
 
 
@@ -35,7 +35,7 @@ def roots(tmp_path, monkeypatch) -> Path:
 
 @pytest.mark.skipif(host_arch() == "arm64", reason="arm64 is this machine's architecture")
 def test_a_release_is_found_in_the_built_root(roots):
-    root = make_root(_vmroot.default_root("arm64"))
+    root = make_root(vmroot.default_root("arm64"))
     assert root.parent == roots and root.name.startswith("arm64-")
     spec = parse_target(f"vm:{RELEASE}?arch=aarch64")
     assert (spec.arch, spec.root) == ("arm64", str(root.resolve()))
@@ -50,7 +50,7 @@ def test_a_release_is_found_in_the_built_root(roots):
 def test_no_root_built_is_exit_2_naming_the_command(roots, rtlab):
     with pytest.raises(UserError, match=r"rtlab vm root --arch arm64"):
         parse_target(f"vm:{RELEASE}?arch=arm64")
-    make_root(_vmroot.default_root("arm64"), manifest=False)  # an unfinished build
+    make_root(vmroot.default_root("arm64"), manifest=False)  # an unfinished build
     rc, _, err = rtlab("audit", "--target", f"vm:{RELEASE}?arch=arm64")
     assert rc == 2 and "rtlab vm root --arch arm64" in err and len(err.strip().splitlines()) == 1
 
@@ -66,15 +66,15 @@ def test_an_explicit_root(tmp_path, roots, rtlab):
 
 
 def test_the_recipe_names_the_directory(roots, monkeypatch):
-    before = _vmroot.default_root("arm64")
-    monkeypatch.setattr(_vmroot, "BASE_PACKAGES", (*_vmroot.BASE_PACKAGES, "strace"))
-    assert _vmroot.default_root("arm64") != before  # a new recipe is a new root
+    before = vmroot.default_root("arm64")
+    monkeypatch.setattr(vmroot, "BASE_PACKAGES", (*vmroot.BASE_PACKAGES, "strace"))
+    assert vmroot.default_root("arm64") != before  # a new recipe is a new root
     with pytest.raises(UserError, match="only for arm64"):
-        _vmroot.recipe("riscv64")
+        vmroot.recipe("riscv64")
 
 
 def test_a_built_root_is_not_built_again(roots, rtlab):
-    root = make_root(_vmroot.default_root("arm64"))
+    root = make_root(vmroot.default_root("arm64"))
     rc, out, _ = rtlab("vm", "root", "--arch", "arm64", "--json")
     assert rc == 0 and json.loads(out) == {"arch": "arm64", "root": str(root), "kernels": [RELEASE]}
     rc, _, err = rtlab("vm", "root", "--arch", "mips")
@@ -84,5 +84,5 @@ def test_a_built_root_is_not_built_again(roots, rtlab):
 def test_kernels_lists_only_releases(tmp_path):
     make_root(tmp_path)
     (tmp_path / "boot" / "vmlinuz- bad").write_bytes(b"")
-    assert _vmroot.kernels(tmp_path) == [RELEASE]
-    assert _vmroot.kernels(tmp_path / "none") == []
+    assert vmroot.kernels(tmp_path) == [RELEASE]
+    assert vmroot.kernels(tmp_path / "none") == []

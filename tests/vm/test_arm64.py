@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.targets import _vmroot
+from rtlab.targets import vmroot
 from rtlab.targets._probes import PACKAGE_PROBES
 
 from .conftest import explained_spikes
@@ -33,14 +33,14 @@ RUN_S = 1200  # boot (about 1 minute under TCG) and the case, with room for a sl
 
 
 def rt_release(root: Path) -> str:
-    rt = [r for r in _vmroot.kernels(root) if r.endswith("-rt-arm64")]
+    rt = [r for r in vmroot.kernels(root) if r.endswith("-rt-arm64")]
     assert rt, f"no PREEMPT_RT kernel in {root}/boot: rtlab vm root --arch arm64 --rebuild"
     return rt[-1]
 
 
 def test_a_wakeup_case_explained_on_debian_arm64_rt(tmp_path):
-    root = _vmroot.default_root("arm64")
-    assert _vmroot.is_root(root), f"no arm64 root at {root}: rtlab vm root --arch arm64"
+    root = vmroot.default_root("arm64")
+    assert vmroot.is_root(root), f"no arm64 root at {root}: rtlab vm root --arch arm64"
     assert (PACKAGE_PROBES / "aarch64" / "rtlab-probe").is_file(), "make cross-probe install"
     release = rt_release(root)
     url = f"vm:{release}?arch=arm64&cpus=2&memory=1G&append={APPEND}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from rtlab.cli._common import print_json
-from rtlab.targets import _vmroot
+from rtlab.targets import vmroot
 
 
 @click.group("vm")
@@ -16,7 +16,7 @@ def vm_group() -> None:
 @vm_group.command("root")
 @click.option(
     "--arch",
-    type=click.Choice(sorted(_vmroot.KERNEL_PACKAGES)),
+    type=click.Choice(sorted(vmroot.KERNEL_PACKAGES)),
     default="arm64",
     show_default=True,
     help="the guests' architecture",
@@ -29,8 +29,8 @@ def root_cmd(arch: str, rebuild: bool, as_json: bool) -> None:
 
     Needs root, mmdebstrap, arch-test, qemu-user-static and binfmt-support (apt); it is
     kept in ~/.cache/rtlab/vm-roots ($RTLAB_VM_ROOTS) and takes a few minutes."""
-    path = _vmroot.build_root(arch, lambda text: click.echo(f"rtlab: {text}", err=True), rebuild)
-    releases = _vmroot.kernels(path)
+    path = vmroot.build_root(arch, lambda text: click.echo(f"rtlab: {text}", err=True), rebuild)
+    releases = vmroot.kernels(path)
     if as_json:
         print_json({"arch": arch, "root": str(path), "kernels": releases})
         return

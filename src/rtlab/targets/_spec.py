@@ -72,7 +72,7 @@ class TargetSpec:
     memory: str | None = None  # vm: "1G"
     accel: str | None = None  # vm: auto, kvm or tcg
     arch: str | None = None  # vm: x86_64 or arm64
-    root: str | None = None  # vm: the guest's root file system (another arch: targets/_vmroot.py)
+    root: str | None = None  # vm: the guest's root file system (another arch: targets/vmroot.py)
 
     @property
     def url(self) -> str:

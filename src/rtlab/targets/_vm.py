@@ -5,7 +5,7 @@ view of this machine's root file system, measured over SSH like a board.
 on the command line, or a targets.toml table with `vm = "KERNEL"` and those keys. KERNEL
 is a kernel image, or the release of a kernel installed in /boot. A guest of another
 architecture (arch=arm64 on x86) boots on a root file system of its own (`root=DIR`,
-default: the one `rtlab vm root --arch ARCH` built, targets/_vmroot.py) under TCG, and
+default: the one `rtlab vm root --arch ARCH` built, targets/vmroot.py) under TCG, and
 KERNEL is then a release in that root's /boot. The machine is booted once
 when the target is opened (once per experiment) and powered off when it is closed;
 virtme-ng starts an SSH server in the guest (`vng --ssh`), reached on a port of
@@ -38,7 +38,7 @@ from urllib.parse import unquote
 
 from rtlab.errors import UnsupportedError, UserError
 from rtlab.probe import one_line
-from rtlab.targets import _vmroot
+from rtlab.targets import vmroot
 from rtlab.targets._remote import Remote
 from rtlab.targets._spec import NAME_RE, SSH, VM, TargetSpec
 
@@ -147,11 +147,11 @@ def guest_root(arch: str, root: Any, where: str) -> Path | None:
     """The guest's own root file system: ROOT, else for another architecture the root
     built for it; None for this machine's root (a guest of its architecture)."""
     if root:
-        return _vmroot.check_root(Path(str(root)), where)
+        return vmroot.check_root(Path(str(root)), where)
     if arch == host_arch():
         return None
-    path = _vmroot.default_root(arch) if arch in _vmroot.KERNEL_PACKAGES else None
-    if path is None or not _vmroot.is_root(path):
+    path = vmroot.default_root(arch) if arch in vmroot.KERNEL_PACKAGES else None
+    if path is None or not vmroot.is_root(path):
         raise UserError(
             f"{where}: arch={arch} boots on a root file system of its own: build it with "
             f"`rtlab vm root --arch {arch}` (once, a few minutes) or give root=DIR"
@@ -171,7 +171,7 @@ def resolve_kernel(kernel: str, where: str, root: Path | None = None) -> Path:
     if not ok:
         hint = ""
         if "/" not in kernel:
-            there = f"; there: {', '.join(_vmroot.kernels(root)) or 'none'}" if root else ""
+            there = f"; there: {', '.join(vmroot.kernels(root)) or 'none'}" if root else ""
             hint = f" (no {path}: is the kernel package installed?{there})"
         raise UserError(f"{where}: kernel {one_line(kernel)}: not a file{hint}")
     return path.resolve()
