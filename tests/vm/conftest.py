@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from rtlab.errors import LostError
 from rtlab.probe import find_probe
 from rtlab.targets import open_target
 
@@ -52,7 +53,11 @@ class Guest:
 
     def sh(self, command: str, check: bool = True) -> str:
         """COMMAND's standard output; its failure is the test's (with its stderr)."""
-        r = self.target.shell(command)  # type: ignore[attr-defined]
+        try:
+            r = self.target.shell(command)  # type: ignore[attr-defined]
+        except LostError as e:  # the guest's last console lines say why (a panic, an OOM)
+            tail = self.target.machine.log_tail(12)  # type: ignore[attr-defined]
+            raise AssertionError(f"{e}; the guest's console: {tail}") from None
         out = r.stdout.decode(errors="replace")
         if check and r.status != 0:
             err = r.stderr.decode(errors="replace").strip()[-800:]

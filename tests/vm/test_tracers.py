@@ -6,6 +6,7 @@ Structure only: TCG guests are noisy, no latency figure is asserted."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -145,8 +146,11 @@ def test_probe_tracers_measure_and_leave_osnoise_as_found(rt_guest: Guest):
         found = {s["file"]: s["found"] for s in doc["tracer"]["settings"]}
         assert found["osnoise/cpus"] == "0"  # the user's (no newline here), not the killed run's
         assert files == user
-    finally:
-        put_back(g, original)
+    except BaseException:  # put back what can be, and report the first failure, not this
+        with contextlib.suppress(Exception):
+            put_back(g, original)
+        raise
+    put_back(g, original)
     assert snapshot(g)[1] == original
 
 
