@@ -78,13 +78,9 @@ static void virt_detect(struct virt *v)
 		const char *vendor;
 		const char *name;
 	} dmi[] = {
-		{ "QEMU", "qemu" },
-		{ "KVM", "kvm" },
-		{ "VMware", "vmware" },
-		{ "Xen", "xen" },
-		{ "innotek", "virtualbox" },
-		{ "Amazon EC2", "kvm" },
-		{ "Microsoft Corporation", "" }, /* also bare Surface machines: not alone */
+		{ "QEMU", "qemu" },          { "KVM", "kvm" },
+		{ "VMware", "vmware" },      { "Xen", "xen" },
+		{ "innotek", "virtualbox" }, { "Amazon EC2", "kvm" },
 	};
 	char buf[256];
 	size_t i;
@@ -118,8 +114,7 @@ static void virt_detect(struct virt *v)
 	}
 	if (read_line("/sys/class/dmi/id/sys_vendor", buf, sizeof(buf)) == 0) {
 		for (i = 0; i < sizeof(dmi) / sizeof(dmi[0]); i++) {
-			if (strncmp(buf, dmi[i].vendor, strlen(dmi[i].vendor)) == 0 &&
-			    dmi[i].name[0]) {
+			if (strncmp(buf, dmi[i].vendor, strlen(dmi[i].vendor)) == 0) {
 				v->kind = "vm";
 				v->hypervisor = dmi[i].name;
 				v->source = "dmi";

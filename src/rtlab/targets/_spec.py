@@ -44,6 +44,8 @@ KEYS: dict[str, type | tuple[type, ...]] = {
 }
 #: Keys that say what kind of target a table is (exactly one of them).
 KIND_KEYS = {"host": SSH, "labgrid": LABGRID, "vm": VM}
+#: Keys of a `vm` table in targets.toml (and of the options after `vm:KERNEL?`).
+VM_OPTIONS = ("append", "cpus", "memory", "accel", "arch", "root")
 #: Limits of a targets file (docs/targets.md, "Limits"), and of the files it names: they
 #: must be regular files (a FIFO or a device would hang or flood the SSH client).
 MAX_FILE_BYTES = 1 << 20
@@ -222,18 +224,13 @@ def _table(name: str, t: dict[str, Any], where: str) -> TargetSpec:
         raise UserError(f"{where}: give one of host = ... (SSH), labgrid = PLACE or vm = KERNEL")
     if kinds[0] == VM:
         return _vm_table(name, t, where)
-    vm_only = sorted(set(t) & {"append", "cpus", "memory", "accel", "arch", "root"})
+    vm_only = sorted(set(t) & set(VM_OPTIONS))
     if vm_only:
         raise UserError(f"{where}: {', '.join(vm_only)}: only for a vm = KERNEL target")
     port = t.get("port")
     if port is not None and not 0 < port < 65536:
         raise UserError(f"{where}: port {port} is out of range (1..65535)")
-    rt = t.get("rt_cpus")
-    if rt is not None:
-        try:
-            parse_cpulist(str(rt))
-        except UserError as e:
-            raise UserError(f"{where}: rt_cpus: {e}") from None
+    rt = _rt_cpus(t, where)
     if "labgrid" in t:
         if not NAME_RE.fullmatch(t["labgrid"]):
             raise UserError(f"{where}: labgrid: a place name is letters, digits, . _ -")
@@ -263,27 +260,34 @@ def _table(name: str, t: dict[str, Any], where: str) -> TargetSpec:
         known_hosts=_path(t.get("known_hosts")),
         probe=_path(t.get("probe")),
         target_probe=t.get("target_probe"),
-        rt_cpus=None if rt is None else str(rt),
+        rt_cpus=rt,
         place=t.get("labgrid"),
     )
 
 
+def _rt_cpus(t: dict[str, Any], where: str) -> str | None:
+    """A table's rt_cpus (a CPU list: UserError naming it otherwise), None when not given."""
+    rt = t.get("rt_cpus")
+    if rt is None:
+        return None
+    try:
+        parse_cpulist(str(rt))
+    except UserError as e:
+        raise UserError(f"{where}: rt_cpus: {e}") from None
+    return str(rt)
+
+
 def _vm_table(name: str, t: dict[str, Any], where: str) -> TargetSpec:
-    from rtlab.targets._vm import VM_OPTIONS, vm_spec
+    from rtlab.targets._vm import vm_spec
 
     extra = sorted(set(t) - {"vm", "rt_cpus", "probe", *VM_OPTIONS})
     if extra:
         raise UserError(f"{where}: {', '.join(extra)}: not for a vm target (virtme-ng reaches it)")
-    rt = t.get("rt_cpus")
-    if rt is not None:
-        try:
-            parse_cpulist(str(rt))
-        except UserError as e:
-            raise UserError(f"{where}: rt_cpus: {e}") from None
+    rt = _rt_cpus(t, where)
     _check_file("probe", _path(t.get("probe")), FILE_KEYS["probe"], where)
     options = {k: t[k] for k in VM_OPTIONS if k in t}
     spec = vm_spec(name, t["vm"], options, where)
-    return replace(spec, rt_cpus=None if rt is None else str(rt), probe=_path(t.get("probe")))
+    return replace(spec, rt_cpus=rt, probe=_path(t.get("probe")))
 
 
 def _path(value: str | None) -> str | None:

@@ -40,7 +40,7 @@ from rtlab.errors import UnsupportedError, UserError
 from rtlab.probe import one_line
 from rtlab.targets import vmroot
 from rtlab.targets._remote import Remote
-from rtlab.targets._spec import NAME_RE, SSH, VM, TargetSpec
+from rtlab.targets._spec import NAME_RE, SSH, VM, VM_OPTIONS, TargetSpec
 
 ACCELS = ("auto", "kvm", "tcg")
 #: `arch=` spellings -> (virtme-ng's --arch, QEMU's system emulator)
@@ -50,8 +50,6 @@ ARCHS = {
     "arm64": ("arm64", "qemu-system-aarch64"),
     "aarch64": ("arm64", "qemu-system-aarch64"),
 }
-#: Keys of a `vm` table in targets.toml (and of the options after `?`).
-VM_OPTIONS = ("append", "cpus", "memory", "accel", "arch", "root")
 MAX_CPUS = 64  # virtual CPUs of one guest
 MAX_APPEND = 4096  # characters added to the kernel command line
 MEMORY_RE = re.compile(r"([1-9][0-9]{0,6})([MG]?)")
