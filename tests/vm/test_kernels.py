@@ -75,7 +75,10 @@ def test_the_hypervisor_is_stated_inside_the_guest_and_by_its_host(rt_guest: Gue
 
 def test_a_planted_fifo_thread_is_named_as_the_cause(guest: Guest):
     """A SCHED_FIFO 80 spinner on the measured CPU (3 ms every 30 ms) delays a fifo:50
-    wake-up: the explanation names it, by name and PID, from real trace lines."""
+    wake-up: the explanation names it, by name and PID, from real trace lines. Under
+    emulation a few of the worst samples are the emulator's own gaps (no event while
+    the thread ran), so the 40 worst are explained: the spinner's ~130 spikes outnumber
+    those."""
     spin = (
         f"{shlex.quote(sys.executable)} {shlex.quote(str(SPINNER))} {RT_CPU} 80 3000 30 "
         "rtlab-plant >/tmp/spin.out 2>&1 & echo $!"
@@ -85,7 +88,7 @@ def test_a_planted_fifo_thread_is_named_as_the_cause(guest: Guest):
         guest.sh("for i in $(seq 100); do grep -q ready /tmp/spin.out && break; sleep 0.1; done")
         guest.sh(
             f"{guest.probe} wakeup --cpus {RT_CPU} --policy fifo:50 --duration 4s "
-            "--explain 100us --explain-max 5 --json /tmp/explain.json --quiet"
+            "--explain 100us --explain-max 40 --json /tmp/explain.json --quiet"
         )
     finally:
         guest.sh(f"kill {pid}", check=False)
