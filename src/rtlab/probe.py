@@ -24,7 +24,7 @@ from rtlab.resultdoc import check_document
 #: Version of the probe's result document. 2: `threshold` became `deadline`
 #: (params.threshold_ns -> params.deadline_ns, threshold_exceeded -> deadline_exceeded).
 #: 3: threads[].lost (raw samples dropped) -> raw_lost; `lost` is a meter's lost events.
-RESULT_SCHEMA = 5
+RESULT_SCHEMA = 6
 
 # Probe exit codes (docs/result-format.md, README); 5: an output could not be written.
 EXIT_OK, EXIT_THRESHOLD, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_INTERNAL = 0, 1, 2, 3, 4
@@ -287,6 +287,8 @@ def migrate(doc: dict, source: str) -> dict:
         doc = dict(doc, schema=4, explain=None, spikes=[])  # 4 added the spike explanation
     if doc.get("schema") == 4:
         doc = _v4_to_v5(doc)
+    if doc.get("schema") == 5:
+        doc = dict(doc, schema=6, conditions=None)  # 6 added the run's conditions
     if not isinstance(doc.get("threads"), list):
         raise UserError(f"{source}: result document has no 'threads' list")
     check_document(doc, source)

@@ -14,8 +14,8 @@
 #include "timeutil.h"
 
 #define RESULT_SCHEMA \
-	5 /* 2: threshold -> deadline; 3: threads[].lost -> raw_lost;
-			  4: explain, spikes; 5: host.virtualization */
+	6 /* 2: threshold -> deadline; 3: threads[].lost -> raw_lost;
+			  4: explain, spikes; 5: host.virtualization; 6: conditions */
 
 static const struct {
 	const char *key;
@@ -265,6 +265,8 @@ void report_json(const struct run *r, FILE *f)
 	explain_json(&w, r);
 	jw_key(&w, "spikes");
 	explain_spikes_json(&w, r);
+	jw_key(&w, "conditions");
+	jw_null(&w);
 	if (r->m->doc_json)
 		r->m->doc_json(&w, r->mparams, r->th, r->nthreads);
 	jw_obj_end(&w);
