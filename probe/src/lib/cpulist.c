@@ -183,6 +183,14 @@ void cpulist_to_set(const struct cpulist *l, cpu_set_t *set)
 		CPU_SET(l->cpu[i], set);
 }
 
+void cpulist_from_set(const cpu_set_t *set, struct cpulist *l)
+{
+	l->n = 0;
+	for (int cpu = 0; cpu < CPULIST_MAX && cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, set))
+			l->cpu[l->n++] = cpu;
+}
+
 void cpulist_format(const struct cpulist *l, char *buf, size_t len)
 {
 	size_t off = 0;

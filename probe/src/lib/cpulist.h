@@ -28,6 +28,9 @@ int cpulist_check_subset(const struct cpulist *l, const struct cpulist *online, 
 
 void cpulist_to_set(const struct cpulist *l, cpu_set_t *set);
 
+/* The CPUs of SET below CPULIST_MAX, ascending. */
+void cpulist_from_set(const cpu_set_t *set, struct cpulist *l);
+
 /* Format as a compact list ("0-3,5"). */
 void cpulist_format(const struct cpulist *l, char *buf, size_t len);
 

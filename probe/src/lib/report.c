@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "atomicfile.h"
+#include "conditions.h"
 #include "explain.h"
 #include "host.h"
 #include "jsonw.h"
@@ -266,7 +267,7 @@ void report_json(const struct run *r, FILE *f)
 	jw_key(&w, "spikes");
 	explain_spikes_json(&w, r);
 	jw_key(&w, "conditions");
-	jw_null(&w);
+	conditions_json(&w, r);
 	if (r->m->doc_json)
 		r->m->doc_json(&w, r->mparams, r->th, r->nthreads);
 	jw_obj_end(&w);

@@ -44,6 +44,7 @@ struct run {
 	struct outfile progress_out; /* what the stream writes to */
 	int progress_err; /* why the stream ended early (errno; EINTR: a stop signal), or 0 */
 	struct explain *explain; /* --explain state, or NULL */
+	struct conditions *cond; /* evidence of the real conditions (conditions.h), or NULL */
 };
 
 /* Write the result document to F. */

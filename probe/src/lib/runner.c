@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "conditions.h"
 #include "explain.h"
 #include "opts.h"
 #include "outfile.h"
@@ -167,6 +168,7 @@ static void *mthread_main(void *arg)
 			(void)sched_yield(); /* start at the beginning of a fresh period */
 		r->m->loop(t, r->mparams, &ctl);
 	}
+	conditions_thread_end(r, t);
 	if (r->m->thread_teardown)
 		r->m->thread_teardown(t, r->mparams);
 	atomic_fetch_sub(&r->running, 1);
@@ -215,6 +217,7 @@ static int start_threads(struct run *r, char *err, size_t errlen)
 		snprintf(err, errlen, "--raw: cannot start the writer thread (%s)", strerror(-rc));
 		atomic_store(&r->abort, 1);
 	}
+	conditions_start(r); /* the threads wait at the barrier: not measuring yet */
 	utc_now_iso(r->start_utc, sizeof(r->start_utc));
 	(void)loadstat_read(NULL, &r->act0);
 	r->t0_ns = mono_now_ns();
@@ -254,6 +257,7 @@ static void main_wait(struct run *r)
 	r->t1_ns = mono_now_ns();
 	(void)loadstat_read(NULL, &r->act1);
 	utc_now_iso(r->end_utc, sizeof(r->end_utc));
+	conditions_end(r); /* memory still locked, the dma fd still held */
 }
 
 /* --stop-on-eof: a closed SSH channel sends no signal (no pty, no SIGHUP), only end of file. */
@@ -285,7 +289,8 @@ static int hold_dma_latency(struct run *r, char *err, size_t errlen)
 	r->dma_fd = -1;
 	if (!r->c.dma_latency_set)
 		return 0;
-	r->dma_fd = open("/dev/cpu_dma_latency", O_WRONLY | O_CLOEXEC);
+	/* read-write: conditions_end reads the held target back */
+	r->dma_fd = open("/dev/cpu_dma_latency", O_RDWR | O_CLOEXEC);
 	if (r->dma_fd < 0 || write(r->dma_fd, &us, sizeof(us)) != sizeof(us)) {
 		snprintf(err, errlen, "--dma-latency: cannot hold /dev/cpu_dma_latency (%s)",
 			 strerror(errno));
@@ -335,6 +340,7 @@ static bool on_stdout(const char *path)
 static void run_free(struct run *r)
 {
 	explain_free(r);
+	conditions_free(r);
 	load_group_free(&r->loads);
 	for (int i = 0; r->th && i < r->nthreads; i++) {
 		free(r->th[i].hist);
