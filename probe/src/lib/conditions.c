@@ -17,6 +17,7 @@
 #define ERROR_MAX 200
 
 struct cond_thread {
+	pid_t tid;          /* the thread read back: the measured one */
 	int rc;             /* 0, or -errno of the read that failed */
 	const char *failed; /* the call that failed */
 	struct policy_spec policy;
@@ -100,11 +101,13 @@ void conditions_thread_end(struct run *r, struct mthread *t)
 		return;
 	ct = &c->thr[t->index];
 	ct->failed = NULL;
-	if ((ct->rc = policy_read(0, &ct->policy))) {
+	/* With a kernel tracer the kernel's thread measures; this one only reads its trace. */
+	ct->tid = t->measured_tid ? t->measured_tid : t->tid;
+	if ((ct->rc = policy_read(t->measured_tid, &ct->policy))) {
 		ct->failed = "sched_getattr";
 		return;
 	}
-	if (sched_getaffinity(0, sizeof(set), &set)) {
+	if (sched_getaffinity(t->measured_tid, sizeof(set), &set)) {
 		ct->rc = -errno;
 		ct->failed = "sched_getaffinity";
 		return;
@@ -275,7 +278,7 @@ static void applied_json(struct jw *w, const struct run *r, const struct conditi
 
 		jw_obj_begin(w);
 		jw_kint(w, "index", i);
-		jw_kint(w, "tid", r->th[i].tid);
+		jw_kint(w, "tid", ct->tid ? ct->tid : r->th[i].tid);
 		policy_format(&ct->policy, pol, sizeof(pol));
 		jw_key(w, "policy");
 		ct->failed ? jw_null(w) : jw_str(w, pol);

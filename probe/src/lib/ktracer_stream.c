@@ -239,6 +239,7 @@ int ktracer_thread_setup(struct ktracer *kt, struct mthread *t, struct ktracer_t
 		}
 	}
 	s->kpolicy_known = s->kthread && !policy_read(s->kthread, &s->kpolicy);
+	t->measured_tid = s->kthread; /* its policy and affinity are read back at the end */
 	move_off_traced_cpus(kt);
 	return 0;
 }

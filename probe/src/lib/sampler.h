@@ -48,7 +48,8 @@ struct mthread {
 	int index;
 	int cpu; /* pinned CPU, -1 when unpinned */
 	pid_t tid;
-	int64_t period_ns;         /* nominal activation period */
+	pid_t measured_tid; /* the thread measured instead of this one (a kernel tracer's), or 0 */
+	int64_t period_ns;  /* nominal activation period */
 	struct policy_spec policy; /* read back from the kernel */
 	bool fallback;             /* the requested policy could not be set */
 	char setup_err[300];
