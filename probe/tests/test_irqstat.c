@@ -235,6 +235,24 @@ static void test_powerpc_two_loc(void)
 	irqstat_free(&b);
 }
 
+/* More rows than kept: the first IRQSTAT_ROWS_MAX, and the table says it is cut. */
+static void test_too_many_rows(void)
+{
+	size_t cap = (IRQSTAT_ROWS_MAX + 2) * 40, off;
+	char *text = malloc(cap);
+	int cpus[] = { 0 };
+	struct irq_table t;
+
+	off = (size_t)snprintf(text, cap, "           CPU0       \n");
+	for (int i = 0; i <= IRQSTAT_ROWS_MAX; i++)
+		off += (size_t)snprintf(text + off, cap - off, "%5d: %10d   chip edge d\n", i, 1);
+	CHECK_INT(irqstat_parse(text, off, cpus, 1, &t), 0);
+	CHECK_INT(t.nrows, IRQSTAT_ROWS_MAX);
+	CHECK(t.truncated);
+	irqstat_free(&t);
+	free(text);
+}
+
 /* No local timer row: timer_name NULL. More rows than listed: the largest kept, all in
  * the total. A cut last line and a header-less text. */
 static void test_limits(void)
@@ -266,6 +284,7 @@ static void test_limits(void)
 
 	CHECK_INT(irqstat_parse(t1, strlen(t1) - 3, cpus, 1, &a), 0); /* last line cut */
 	CHECK_INT(a.nrows, 39);
+	CHECK(!a.truncated);
 	irqstat_free(&a);
 	CHECK_INT(parse("", cpus, 1, &a), -EINVAL);
 	CHECK_INT(parse("no header here\n 0: 1 2\n", cpus, 1, &a), -EINVAL);
@@ -308,6 +327,7 @@ int main(void)
 	test_riscv_and_wide_labels();
 	test_powerpc_two_loc();
 	test_limits();
+	test_too_many_rows();
 	test_read();
 	return check_report("test_irqstat");
 }

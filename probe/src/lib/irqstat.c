@@ -187,8 +187,10 @@ int irqstat_parse(const char *text, size_t len, const int *cpus, int ncpus, stru
 		return ncols;
 	for (const char *q = nl + 1; q < end && (q = memchr(q, '\n', (size_t)(end - q))); q++)
 		lines++;
-	if (lines > IRQSTAT_ROWS_MAX)
+	if (lines > IRQSTAT_ROWS_MAX) {
 		lines = IRQSTAT_ROWS_MAX;
+		t->truncated = true; /* rows beyond are not counted */
+	}
 	t->row = calloc(lines ? lines : 1, sizeof(*t->row));
 	t->count =
 		calloc((lines ? lines : 1) * (size_t)(t->ncpus ? t->ncpus : 1), sizeof(*t->count));
@@ -276,7 +278,7 @@ int irqstat_read(const char *path, const int *cpus, int ncpus, struct irq_table 
 	rc = irqstat_parse(text, len, cpus, ncpus, t);
 	free(text);
 	t->t_ns = now;
-	t->truncated = truncated;
+	t->truncated = t->truncated || truncated;
 	return rc;
 }
 

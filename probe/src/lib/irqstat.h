@@ -38,7 +38,7 @@ struct irq_table {
 	struct irq_row *row;
 	uint64_t *count; /* nrows x ncpus */
 	int64_t t_ns;    /* CLOCK_MONOTONIC when the read ended */
-	bool truncated;  /* the file was longer than IRQSTAT_READ_MAX */
+	bool truncated;  /* longer than IRQSTAT_READ_MAX, or more than IRQSTAT_ROWS_MAX rows */
 };
 
 /* Counts of one CPU between two reads. */
