@@ -6,7 +6,9 @@
 2. Reach: over the spikes the explained runs kept, the fraction of their latency that
    was attributed to a thread, IRQ, softirq or timer callback (not "unexplained"), on
    this machine as it is, and with a planted SCHED_FIFO thread spinning on that CPU
-   (the fraction of the latency attributed to that thread by name and PID).
+   (the fraction of the latency attributed to that thread by name and PID), and how
+   many kept spikes have the kernel stack of their main cause (or the commonest reason
+   they have none).
 
 Usage: python bench/explain.py [--rounds N] [--loops N] [--cpu CPU] [--threshold DUR]
 (root: SCHED_FIFO and tracefs)
@@ -60,6 +62,21 @@ def planted_share(docs: list[dict]) -> tuple[float, int]:
     return (mine / total if total else float("nan")), len(spikes)
 
 
+def with_stacks(docs: list[dict]) -> str:
+    """How many kept spikes have the kernel stack of their main cause (schema 7)."""
+    spikes = [s for d in docs for s in d["spikes"]]
+    n = sum(1 for s in spikes if s.get("cause_stack"))
+    why: dict[str, int] = {}
+    for s in spikes:
+        if not s.get("cause_stack"):
+            key = str(s.get("cause_stack_unavailable"))
+            why[key] = why.get(key, 0) + 1
+    top = max(why, key=why.__getitem__) if why else ""
+    return f"{n} of {len(spikes)} with a main-cause stack" + (
+        f" (else mostly: {top})" if top else ""
+    )
+
+
 def ratio(a: list[float], b: list[float]) -> str:
     per = [x / y for x, y in zip(a, b, strict=True) if y]
     pooled = statistics.fmean(a) / statistics.fmean(b) if statistics.fmean(b) else float("nan")
@@ -103,7 +120,7 @@ def main() -> int:
         frac, n = attributed(docs)
         print(
             f"\n2. attributed share of the kept spikes' latency, this machine idle: "
-            f"{frac:.3f} over {n} spikes"
+            f"{frac:.3f} over {n} spikes; {with_stacks(docs)}"
         )
         loaded = [
             wakeup(probe, a.cpu, a.loops, tmp, *explain, "--load", SPIN_LOAD.format(cpu=a.cpu))
@@ -113,7 +130,8 @@ def main() -> int:
         share, _ = planted_share(loaded)
         print(
             f"   with a planted SCHED_FIFO spinner ({SPIN_LOAD.format(cpu=a.cpu)}): attributed "
-            f"{frac:.3f}, to the planted thread {share:.3f}, over {n} spikes"
+            f"{frac:.3f}, to the planted thread {share:.3f}, over {n} spikes; "
+            f"{with_stacks(loaded)}"
         )
     return 0
 

@@ -216,24 +216,6 @@ static void on_marker(struct explain *x, struct xcpu *c, const struct xev *ev, c
 	keep(x, &x->scratch);
 }
 
-/* A stack belongs to the event before it on its CPU: the latest hrtimer_expire_entry
- * of the few last events, without a stack yet and just before it. */
-static void on_stack(struct xcpu *c, const struct xev *ev)
-{
-	struct xring *r = &c->ring;
-	uint32_t id = xstacks_begin(&c->stacks);
-
-	for (uint32_t k = 1; k <= r->n && k <= 4; k++) {
-		struct xev *e = &r->ev[(r->head + r->cap - k) % r->cap];
-
-		if (e->type != XE_HRT_IN)
-			continue;
-		if (!e->stack && ev->ts_ns >= e->ts_ns && ev->ts_ns - e->ts_ns <= XSTACK_ASSOC_NS)
-			e->stack = id;
-		return;
-	}
-}
-
 static void on_line(struct explain *x, struct xcpu *c, const char *line)
 {
 	const char *mark;
@@ -246,7 +228,7 @@ static void on_line(struct explain *x, struct xcpu *c, const char *line)
 		return;
 	if (ev.type == XE_STACK) {
 		x->stacks_read++;
-		on_stack(c, &ev);
+		(void)xring_attach_stack(&c->ring, ev.ts_ns, xstacks_begin(&c->stacks));
 		return;
 	}
 	if (ev.type == XE_MARK) {

@@ -134,6 +134,21 @@ void xring_push(struct xring *r, const struct xev *ev)
 	r->head = (r->head + 1) % r->cap;
 }
 
+bool xring_attach_stack(struct xring *r, int64_t ts_ns, uint32_t id)
+{
+	for (uint32_t k = 1; k <= r->n && k <= XSTACK_BACK; k++) {
+		struct xev *e = &r->ev[(r->head + r->cap - k) % r->cap];
+
+		if (e->type != XE_HRT_IN)
+			continue;
+		if (e->stack || ts_ns < e->ts_ns || ts_ns - e->ts_ns > XSTACK_ASSOC_NS)
+			return false;
+		e->stack = id;
+		return true;
+	}
+	return false;
+}
+
 static const struct xev *ring_at(const struct xring *r, uint32_t i)
 {
 	return &r->ev[(r->head + r->cap - r->n + i) % r->cap];

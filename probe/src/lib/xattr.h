@@ -25,6 +25,7 @@
 #define XCAUSE_MAX 24
 #define XSEG_MAX 256
 #define XUNEXPL_CTX 4
+#define XSTACK_BACK 4
 #define XSTACK_CAND 16 /* timer interrupts looked at for the main cause's stack */
 
 /* Why a spike has no stack of its main cause. */
@@ -125,6 +126,12 @@ int xring_init(struct xring *r, uint32_t cap);
 void xring_free(struct xring *r);
 /* Append EV (a LOST note takes the time of the event before it). */
 void xring_push(struct xring *r, const struct xev *ev);
+
+/* A "<stack trace>" entry at TS_NS (its stack: ID) belongs to the event it follows on
+ * its CPU: the newest hrtimer_expire_entry of the last XSTACK_BACK events, when it has
+ * no stack yet and is at most XSTACK_ASSOC_NS older (events of a nested interrupt may
+ * come between). Whether it found one. */
+bool xring_attach_stack(struct xring *r, int64_t ts_ns, uint32_t id);
 
 /*
  * Explain marker M (thread TID on CPU) from R. OFFSET_NS: trace clock minus
