@@ -5,14 +5,7 @@ planted thread in the kernel. Structure only, never a latency."""
 
 from __future__ import annotations
 
-import json
-import shlex
-import sys
-from pathlib import Path
-
-from .conftest import RT_CPU, Guest, explained_spikes
-
-SPINNER = Path(__file__).resolve().parents[1] / "probe" / "spinner.py"
+from .conftest import Guest, explain_planted, explained_spikes
 
 
 def test_a_thread_in_the_kernel_leaves_its_kernel_stack(rt_guest: Guest):
@@ -22,20 +15,7 @@ def test_a_thread_in_the_kernel_leaves_its_kernel_stack(rt_guest: Guest):
     stopped it, the kernel's read path below the interrupt entry. The instance and its
     trigger are gone afterwards."""
     g = rt_guest
-    spin = (
-        f"{shlex.quote(sys.executable)} {shlex.quote(str(SPINNER))} {RT_CPU} 80 3000 30 "
-        "rtlab-kplant kernel >/tmp/kspin.out 2>&1 & echo $!"
-    )
-    pid = int(g.sh(spin).strip())
-    try:
-        g.sh("for i in $(seq 100); do grep -q ready /tmp/kspin.out && break; sleep 0.1; done")
-        g.sh(
-            f"{g.probe} wakeup --cpus {RT_CPU} --policy fifo:50 --duration 4s "
-            "--explain 100us --explain-max 40 --json /tmp/stacks.json --quiet"
-        )
-    finally:
-        g.sh(f"kill {pid}", check=False)
-    doc = json.loads(g.sh("cat /tmp/stacks.json"))
+    pid, doc = explain_planted(g, "rtlab-kplant", "kernel")
     spikes = explained_spikes(doc)
     stacks = doc["explain"]["stacks"]
     assert stacks["recorded"] and stacks["trigger"] == "timer:hrtimer_expire_entry", stacks
