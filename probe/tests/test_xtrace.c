@@ -153,6 +153,11 @@ static void test_marker(void)
 	CHECK_INT(xmark_parse("hello world", &back), -EINVAL);
 }
 
+/* The measuring thread (pid 500) switches to idle. */
+#define TO_IDLE                                                                            \
+	"  probe-500 [001] d..2. %lld.%06lld: sched_switch: prev_comm=probe prev_pid=500 " \
+	"prev_prio=49 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120"
+
 /* One event at T µs (relative to 1000 s). */
 static void push(struct xring *r, int64_t t_us, const char *line_fmt)
 {
@@ -229,10 +234,7 @@ static void test_attribution(void)
 
 	/* The switch out of idle is not traced: the next line names the task. */
 	CHECK_INT(xring_init(&r, 64), 0);
-	push(&r, 0,
-	     "  probe-500 [001] d..2. %lld.%06lld: sched_switch: prev_comm=probe "
-	     "prev_pid=500 prev_prio=49 prev_state=S ==> next_comm=swapper/1 next_pid=0 "
-	     "next_prio=120");
+	push(&r, 0, TO_IDLE);
 	push(&r, 600, "  <idle>-0 [001] d.h1. %lld.%06lld: local_timer_entry: vector=236");
 	push(&r, 601,
 	     "  <idle>-0 [001] d.h1. %lld.%06lld: sched_waking: comm=probe pid=500 "
@@ -373,7 +375,7 @@ static void test_spike_stack(void)
 	push(&r, 102,
 	     "  hog-42 [001] d.h1. %lld.%06lld: sched_waking: comm=probe pid=500 prio=49 "
 	     "target_cpu=001");
-	CHECK(xring_attach_stack(&r, T0 + 104000, 12)); /* after the waking: still its */
+	CHECK(xring_attach_stack(&r, T0 + 104000, 12));  /* after the waking: still its */
 	CHECK(!xring_attach_stack(&r, T0 + 105000, 13)); /* it has one already */
 	push(&r, 103, "  hog-42 [001] d.h1. %lld.%06lld: hrtimer_expire_exit: hrtimer=0000");
 	push(&r, 103, "  hog-42 [001] d.h1. %lld.%06lld: local_timer_exit: vector=236");
@@ -390,10 +392,7 @@ static void test_spike_stack(void)
 
 	/* The timer interrupt stopped idle (no stack), the rest is unexplained idle time. */
 	CHECK_INT(xring_init(&r, 64), 0);
-	push(&r, 0,
-	     "  probe-500 [001] d..2. %lld.%06lld: sched_switch: prev_comm=probe "
-	     "prev_pid=500 prev_prio=49 prev_state=S ==> next_comm=swapper/1 next_pid=0 "
-	     "next_prio=120");
+	push(&r, 0, TO_IDLE);
 	push(&r, 400,
 	     "  <idle>-0 [001] d.h1. %lld.%06lld: hrtimer_expire_entry: hrtimer=0000 "
 	     "function=hrtimer_wakeup now=1");

@@ -76,9 +76,9 @@ void explain_json(struct jw *w, const struct run *r)
 	jw_key(w, "trigger");
 	x->stacks_recorded ? jw_str(w, "timer:hrtimer_expire_entry") : jw_null(w);
 	jw_key(w, "reason");
-	x->stacks_recorded ? jw_null(w)
-			   : jw_str(w, x->stacks_off[0] ? x->stacks_off
-							: "--explain is unavailable");
+	x->stacks_recorded
+		? jw_null(w)
+		: jw_str(w, x->stacks_off[0] ? x->stacks_off : "--explain is unavailable");
 	jw_kuint(w, "read", x->stacks_read);
 	jw_obj_end(w);
 	jw_obj_end(w);

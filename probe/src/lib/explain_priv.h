@@ -43,10 +43,10 @@ struct explain {
 	int ncpus;
 	struct xcpu *cpus;
 	char events[EVENTS_TEXT], missing[EVENTS_TEXT]; /* "sys:ev,sys:ev" */
-	bool stacks_on;         /* the stacktrace trigger is set */
-	bool stacks_recorded;   /* it was set for the run */
-	char stack_trigger[96]; /* its text, to remove it */
-	char stacks_off[200];   /* why stacks are not recorded */
+	bool stacks_on;                                 /* the stacktrace trigger is set */
+	bool stacks_recorded;                           /* it was set for the run */
+	char stack_trigger[96];                         /* its text, to remove it */
+	char stacks_off[200];                           /* why stacks are not recorded */
 	uint64_t stacks_read;
 	pthread_t reader;
 	bool reader_started, stopped;

@@ -470,8 +470,8 @@ static void add_cand(struct xcand *c, int *n, const struct xstate *s, const stru
 
 	if (*n == XSTACK_CAND)
 		return;
-	if (o.depth > 0 && (o.ctx[o.depth - 1].kind == XK_VECTOR ||
-			    o.ctx[o.depth - 1].kind == XK_IRQ))
+	if (o.depth > 0 &&
+	    (o.ctx[o.depth - 1].kind == XK_VECTOR || o.ctx[o.depth - 1].kind == XK_IRQ))
 		o.depth--;
 	seg_of(&o, tid, &c[*n].owner);
 	c[*n].stack = e->stack;
@@ -498,8 +498,9 @@ static void pick_stack(struct xspike *x, const struct xcand *c, int n)
 	}
 	for (int i = 0; i < n; i++) {
 		const struct xseg *g = &c[i].owner;
-		bool match = main ? g->kind == main->kind && (g->kind == XK_SELF ||
-				     (g->id == main->id && !strcmp(g->name, main->name)))
+		bool match = main ? g->kind == main->kind &&
+					     (g->kind == XK_SELF ||
+					      (g->id == main->id && !strcmp(g->name, main->name)))
 				  : (g->kind == XK_THREAD || g->kind == XK_SELF) && g->id == pid;
 
 		if (!match)

@@ -41,8 +41,8 @@ uint32_t xstacks_begin(struct xstacks *s)
  * probe): how many of them the kernel skips differs between versions. */
 static bool tracing_frame(const char *f)
 {
-	static const char *const prefix[] = { "trace_", "__trace", "event_trigger",
-					      "perf_trace_", "__bpf_trace_" };
+	static const char *const prefix[] = { "trace_", "__trace", "event_trigger", "perf_trace_",
+					      "__bpf_trace_" };
 
 	for (size_t i = 0; i < sizeof(prefix) / sizeof(prefix[0]); i++)
 		if (!strncmp(f, prefix[i], strlen(prefix[i])))

@@ -15,16 +15,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XSTACK_FRAMES 32   /* frames kept of one stack, innermost first */
-#define XSTACK_BYTES 1024  /* their text, NUL-separated */
+#define XSTACK_FRAMES 32  /* frames kept of one stack, innermost first */
+#define XSTACK_BYTES 1024 /* their text, NUL-separated */
 #define XSTACK_FRAME_LEN 128
-#define XSTACK_SLOTS 256   /* stacks kept per traced CPU */
+#define XSTACK_SLOTS 256       /* stacks kept per traced CPU */
 #define XSTACK_ASSOC_NS 200000 /* a stack follows its event within this (trace clock) */
 
 struct xstack {
-	uint32_t id;      /* 0: empty */
+	uint32_t id; /* 0: empty */
 	int nframes;
-	bool truncated;   /* more frames (or bytes) than kept */
+	bool truncated; /* more frames (or bytes) than kept */
 	size_t len;
 	char text[XSTACK_BYTES];
 };
@@ -33,7 +33,7 @@ struct xstacks {
 	struct xstack *slot;
 	uint32_t cap, last_id;
 	uint32_t open; /* the stack whose frames are being read, 0: none */
-	bool leading; /* still in the tracing code's own frames at the top */
+	bool leading;  /* still in the tracing code's own frames at the top */
 };
 
 int xstacks_init(struct xstacks *s, uint32_t cap);
