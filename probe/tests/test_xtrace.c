@@ -159,6 +159,20 @@ static void test_marker(void)
 	"prev_prio=49 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120"
 
 /* One event at T µs (relative to 1000 s). */
+static void test_kernel_versions(void)
+{
+	char why[200] = "";
+
+	CHECK(xstack_trigger_per_instance("6.1.0-56-rt-amd64", why, sizeof(why)));
+	CHECK(xstack_trigger_per_instance("5.17.0", why, sizeof(why)));
+	CHECK(xstack_trigger_per_instance("6.18.44-fc-v669", why, sizeof(why)));
+	CHECK(!xstack_trigger_per_instance("5.16.20", why, sizeof(why)));
+	CHECK(strstr(why, "Linux 5.16: its stacktrace trigger writes into the top-level") != NULL);
+	CHECK(!xstack_trigger_per_instance("4.19.0-27-rt-amd64", why, sizeof(why)));
+	CHECK(!xstack_trigger_per_instance("", why, sizeof(why)));
+	CHECK_STR(why, "the kernel release is unknown");
+}
+
 static void push(struct xring *r, int64_t t_us, const char *line_fmt)
 {
 	char line[400];
@@ -431,6 +445,7 @@ int main(void)
 	test_marker();
 	test_attribution();
 	test_lines();
+	test_kernel_versions();
 	test_store();
 	test_spike_stack();
 	return check_report("test_xtrace");

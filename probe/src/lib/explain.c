@@ -105,37 +105,18 @@ static int set_cpumask(struct explain *x)
 	return tracefs_write(&x->inst, "tracing_cpumask", mask);
 }
 
-/* The stacktrace trigger writes into the instance of its event since Linux 5.17
- * (commit ce33c845b030, "Dump stacktrace trigger to the corresponding instance"):
- * before, into the top-level buffer, which is the user's. */
-static bool trigger_per_instance(char *why, size_t len)
-{
-	struct utsname u;
-	int major = 0, minor = 0;
-
-	if (uname(&u) || sscanf(u.release, "%d.%d", &major, &minor) != 2) {
-		snprintf(why, len, "the kernel release is unknown");
-		return false;
-	}
-	if (major > 5 || (major == 5 && minor >= 17))
-		return true;
-	snprintf(why, len,
-		 "Linux %d.%d: its stacktrace trigger writes into the top-level trace buffer "
-		 "(per instance since 5.17)",
-		 major, minor);
-	return false;
-}
-
 /* A stack at each timer interrupt that stopped a task other than idle: what held the
  * CPU when a measured thread's timer expired (only the traced CPUs record events, and a
  * filtered trigger runs on recorded events only). Stacks are optional: without the
  * trigger the spikes say why they have none. */
 static void setup_stacks(struct explain *x)
 {
+	struct utsname u;
 	char path[64];
 	int rc;
 
-	if (!trigger_per_instance(x->stacks_off, sizeof(x->stacks_off)))
+	if (!xstack_trigger_per_instance(uname(&u) ? "" : u.release, x->stacks_off,
+					 sizeof(x->stacks_off)))
 		return;
 	(void)tracefs_write(&x->inst, "options/sym-offset", "1");
 	snprintf(x->stack_trigger, sizeof(x->stack_trigger), "stacktrace if common_pid != 0");

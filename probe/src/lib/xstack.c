@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,4 +102,21 @@ const char *xstack_frame_at(const struct xstack *st, int i)
 	while (i-- > 0)
 		p += strlen(p) + 1;
 	return p;
+}
+
+bool xstack_trigger_per_instance(const char *release, char *why, size_t len)
+{
+	int major = 0, minor = 0;
+
+	if (sscanf(release, "%d.%d", &major, &minor) != 2) {
+		snprintf(why, len, "the kernel release is unknown");
+		return false;
+	}
+	if (major > 5 || (major == 5 && minor >= 17))
+		return true;
+	snprintf(why, len,
+		 "Linux %d.%d: its stacktrace trigger writes into the top-level trace buffer "
+		 "(per instance since 5.17)",
+		 major, minor);
+	return false;
 }

@@ -52,4 +52,10 @@ const struct xstack *xstacks_get(const struct xstacks *s, uint32_t id);
 /* The I-th frame of ST (I < nframes). */
 const char *xstack_frame_at(const struct xstack *st, int i);
 
+/* Whether kernel RELEASE's stacktrace trigger writes into the instance of its event:
+ * since Linux 5.17 (commit ce33c845b030, "tracing: Dump stacktrace trigger to the
+ * corresponding instance"); before, into the top-level buffer, which is the user's (the
+ * fix went to some stable kernels too: they are treated as older). If not, WHY says so. */
+bool xstack_trigger_per_instance(const char *release, char *why, size_t len);
+
 #endif
