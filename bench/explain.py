@@ -11,6 +11,7 @@
    they have none).
 
 Usage: python bench/explain.py [--rounds N] [--loops N] [--cpu CPU] [--threshold DUR]
+       [--baseline-probe PROBE]
 (root: SCHED_FIFO and tracefs)
 """
 
@@ -89,6 +90,11 @@ def main() -> int:
     ap.add_argument("--loops", type=int, default=10000)
     ap.add_argument("--cpu", type=int, default=os.cpu_count() - 1)
     ap.add_argument("--threshold", default="50us")
+    ap.add_argument(
+        "--baseline-probe",
+        help="another rtlab-probe build (e.g. one without kernel stacks): its --explain "
+        "runs interleaved too, and the ratio explained / baseline-explained is printed",
+    )
     a = ap.parse_args()
     probe = probe_path()
     explain = ["--explain", a.threshold, "--explain-max", "20"]
@@ -98,11 +104,15 @@ def main() -> int:
             f"1. wakeup on CPU {a.cpu}, fifo:99, 1 ms, {a.loops} loops; {a.rounds} rounds, "
             f"plain and --explain {a.threshold} interleaved"
         )
-        plain, expl, docs = [], [], []
+        plain, expl, base, docs = [], [], [], []
         for r in range(a.rounds):
             p = wakeup(probe, a.cpu, a.loops, tmp)["threads"][0]["percentiles_ns"]
             doc = wakeup(probe, a.cpu, a.loops, tmp, *explain)
             e = doc["threads"][0]["percentiles_ns"]
+            if a.baseline_probe:
+                b = wakeup(a.baseline_probe, a.cpu, a.loops, tmp, *explain)
+                base.append(b["threads"][0]["percentiles_ns"]["50"])
+                print(f"  round {r + 1}: p50 {base[-1] / 1e3:6.2f} us explained by the baseline")
             plain.append((p["50"], p["99"]))
             expl.append((e["50"], e["99"]))
             docs.append(doc)
@@ -117,6 +127,8 @@ def main() -> int:
             "  (target <= 1.15)"
         )
         print(f"  p99 explained/plain {ratio([x[1] for x in expl], [x[1] for x in plain])}")
+        if base:
+            print(f"  p50 explained/baseline-explained {ratio([x[0] for x in expl], base)}")
         frac, n = attributed(docs)
         print(
             f"\n2. attributed share of the kept spikes' latency, this machine idle: "
