@@ -11,13 +11,16 @@ import pytest
 
 from rtlab.analysis import (
     UNEXPLAINED,
+    cause_stack,
     rank_causes,
     related_checks,
     related_findings,
     segments,
+    stopped_text,
 )
+from rtlab.analysis._spikes import MAX_FRAME_CHARS, MAX_STACK_FRAMES
 from rtlab.ingest import read_cyclictest
-from rtlab.probe import RESULT_SCHEMA
+from rtlab.probe import RESULT_SCHEMA, migrate
 from rtlab.records import CaseRecord, SeriesRecord, new_manifest
 from rtlab.store import Store, write_json_atomic
 from rtlab.system import SysRoot, read_facts, run_audit
@@ -60,6 +63,23 @@ def _spike(latency: int, cycle: int, causes: list[dict], timeline: list[dict], v
 
 
 IRQ24 = {"kind": "irq", "name": "nvme0q3", "ns": 0, "irq": 24}
+#: The timer interrupt's own frames (x86-64, 6.18), then what it stopped.
+IRQ_FRAMES = [
+    "__hrtimer_run_queues+0x1f5/0x250", "hrtimer_interrupt+0xf8/0x240",
+    "__sysvec_apic_timer_interrupt+0x54/0x110", "sysvec_apic_timer_interrupt+0x60/0x80",
+    "asm_sysvec_apic_timer_interrupt+0x16/0x20",
+]  # fmt: skip
+KERNEL_STACK = [*IRQ_FRAMES, "read_zero+0x72/0xd0", "vfs_read+0xbb/0x360",
+                "ksys_read+0x66/0xe0", "do_syscall_64+0x71/0x280"]  # fmt: skip
+NO_STACK = "no timer interrupt stopped the main cause in the window"
+STACK_KEYS = ("cause_stack", "cause_stack_at_ns", "cause_stack_truncated",
+              "cause_stack_unavailable")  # fmt: skip
+
+
+def _stack(frames: list[str] | None, at_ns: int | None = None, why: str | None = None) -> dict:
+    return dict(zip(STACK_KEYS, (frames, at_ns, False, why), strict=True))
+
+
 SPIKES = [
     _spike(  # as the probe writes it: segments end to end, unexplained time inside them
         520_000, 1234,
@@ -72,6 +92,7 @@ SPIKES = [
          _seg(90_000, 502_000, "thread", "spin", pid=4242),
          _seg(502_000, 520_000, "self", "measuring thread", pid=999)],
         SPIN_VERDICT, woken_ns=90_000, switched_in_ns=502_000, unexplained_idle_ns=10_000,
+        **_stack(KERNEL_STACK, 90_000),
     ),
     _spike(  # a gap no segment covers
         300_000, 77,
@@ -79,7 +100,7 @@ SPIKES = [
          {**IRQ24, "ns": 30_000}],
         [_seg(0, 30_000, "irq", "nvme0q3", irq=24),
          _seg(50_000, 300_000, "thread", "kworker/3:1", pid=77)],
-        KWORKER_VERDICT, unexplained_idle_ns=0,
+        KWORKER_VERDICT, unexplained_idle_ns=0, **_stack(None, why=NO_STACK),
     ),
     _spike(
         150_000, 9,
@@ -88,7 +109,7 @@ SPIKES = [
         [_seg(-20_000, -2_000, "self", "measuring thread", pid=999),
          _seg(0, 10_000, "irq", "local_timer"),
          _seg(10_000, 110_000, "thread", "spin", pid=4243)],
-        SPIN2_VERDICT, events_lost=True, unexplained_idle_ns=0,
+        SPIN2_VERDICT, events_lost=True, unexplained_idle_ns=0, **_stack(IRQ_FRAMES, 10_000),
     ),
 ]  # fmt: skip
 EXPLAIN = {
@@ -303,6 +324,43 @@ def test_text_has_the_ranking_the_verdicts_and_the_timelines(rtlab, tmp_path):
     assert "deadline 100 µs" in out
     assert "trace events were lost" in out
     assert "forkcopy=8" not in out  # only the case asked for
+    at = lines.index(next(x for x in lines if "kernel stack of the main cause" in x))
+    assert "timer interrupt, 90.0 µs after the activation" in lines[at]
+    assert [x.strip() for x in lines[at + 1 : at + 5]] == KERNEL_STACK[5:]
+    assert f"kernel stack of the main cause: no stack: {NO_STACK}" in out
+    assert "kernel stack of the main cause: user space" in out
+    assert "asm_sysvec" not in out  # the interrupt's own frames: in --json only
+
+
+def test_cause_stack_split_at_the_interrupt_entry_and_bounded():
+    st = cause_stack(SPIKES[0])
+    assert st.frames == tuple(KERNEL_STACK) and st.stopped == tuple(KERNEL_STACK[5:])
+    assert not st.user and st.at_ns == 90_000 and st.unavailable is None
+    assert stopped_text(st) == "read_zero+0x72/0xd0 ← vfs_read+0xbb/0x360 ← ksys_read+0x66/0xe0 ← …"
+    user = cause_stack(SPIKES[2])
+    assert user.user and user.stopped == () and stopped_text(user).startswith("user space")
+    none = cause_stack(SPIKES[1])
+    assert none.frames == () and none.unavailable == NO_STACK
+    assert stopped_text(none) == f"no stack: {NO_STACK}"
+    assert cause_stack({"verdict": "x"}) is None  # a document older than the stacks
+    odd = cause_stack({"cause_stack": ["f" * 500, 3, None] + ["g+0x1/0x2"] * 100})
+    assert len(odd.frames) == MAX_STACK_FRAMES - 2 and odd.truncated
+    assert len(odd.frames[0]) == MAX_FRAME_CHARS and odd.stopped == odd.frames
+    assert cause_stack({"cause_stack": []}).unavailable == "the stack had no frame"
+
+
+def test_a_schema_6_document_migrates_without_stacks():
+    doc = probe_doc(EXPLAIN, [{k: v for k, v in SPIKES[0].items() if k not in STACK_KEYS}])
+    doc["schema"] = 6
+    new = migrate(doc, "old.json")
+    assert new["schema"] == RESULT_SCHEMA == 7
+    assert new["explain"]["stacks"]["recorded"] is False
+    spike = new["spikes"][0]
+    assert spike["cause_stack"] is None and spike["cause_stack_unavailable"]
+    assert cause_stack(spike).unavailable == spike["cause_stack_unavailable"]
+    assert migrate(probe_doc(EXPLAIN, SPIKES), "new.json")["spikes"][0]["cause_stack"] == (
+        KERNEL_STACK
+    )
 
 
 def test_case_selected_by_number_name_series_and_value(rtlab, tmp_path):

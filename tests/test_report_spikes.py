@@ -13,7 +13,9 @@ from rtlab.store import Store
 
 from .test_explain_cli import (
     EXPLAIN,
+    KERNEL_STACK,
     KWORKER_VERDICT,
+    NO_STACK,
     SPIKES,
     SPIN2_VERDICT,
     SPIN_VERDICT,
@@ -93,6 +95,19 @@ def test_causes_and_spikes_csv(tmp_path):
     assert [s["verdict"] for s in spikes] == [SPIN_VERDICT, KWORKER_VERDICT, SPIN2_VERDICT]
     assert [s["latency_ns"] for s in spikes] == ["520000", "300000", "150000"]
     assert spikes[2]["events_lost"] == "True"
+    assert spikes[0]["cause_stack"].split(";") == KERNEL_STACK
+    assert spikes[0]["cause_stack_unavailable"] == ""
+    assert spikes[1]["cause_stack"] == "" and spikes[1]["cause_stack_unavailable"] == NO_STACK
+
+
+def test_the_spikes_table_names_the_stopped_kernel_code(tmp_path):
+    results = tmp_path / "results"
+    exp = store_explained(results)
+    write_report([Store(results).open(exp)], tmp_path / "r.html")
+    sec = _section((tmp_path / "r.html").read_text(), "spikes")
+    assert "kernel stack of the main cause" in sec
+    assert "read_zero+0x72/0xd0 ← vfs_read+0xbb/0x360 ← ksys_read+0x66/0xe0" in sec
+    assert f"no stack: {NO_STACK}" in sec and "user space" in sec
 
 
 def test_at_most_five_timelines_per_case(tmp_path):

@@ -24,7 +24,7 @@ from rtlab.resultdoc import check_document
 #: Version of the probe's result document. 2: `threshold` became `deadline`
 #: (params.threshold_ns -> params.deadline_ns, threshold_exceeded -> deadline_exceeded).
 #: 3: threads[].lost (raw samples dropped) -> raw_lost; `lost` is a meter's lost events.
-RESULT_SCHEMA = 6
+RESULT_SCHEMA = 7
 
 # Probe exit codes (docs/result-format.md, README); 5: an output could not be written.
 EXIT_OK, EXIT_THRESHOLD, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_INTERNAL = 0, 1, 2, 3, 4
@@ -289,6 +289,8 @@ def migrate(doc: dict, source: str) -> dict:
         doc = _v4_to_v5(doc)
     if doc.get("schema") == 5:
         doc = dict(doc, schema=6, conditions=None)  # 6 added the run's conditions
+    if doc.get("schema") == 6:
+        doc = _v6_to_v7(doc)
     if not isinstance(doc.get("threads"), list):
         raise UserError(f"{source}: result document has no 'threads' list")
     check_document(doc, source)
@@ -305,6 +307,34 @@ def _v4_to_v5(doc: dict) -> dict:
     host = doc.get("host")
     if isinstance(host, dict) and "virtualization" not in host:
         doc["host"] = dict(host, virtualization=dict(UNKNOWN_VIRTUALIZATION))
+    return doc
+
+
+#: What a document older than schema 7 says about kernel stacks: none were recorded.
+NO_STACKS_BEFORE_7 = "recorded before result schema 7 (no kernel stacks)"
+
+
+def _v6_to_v7(doc: dict) -> dict:
+    """7 added the kernel stack of each spike's main cause (and explain.stacks)."""
+    doc = dict(doc, schema=7)
+    explain = doc.get("explain")
+    if isinstance(explain, dict) and "stacks" not in explain:
+        stacks = {"recorded": False, "trigger": None, "reason": NO_STACKS_BEFORE_7, "read": 0}
+        doc["explain"] = dict(explain, stacks=stacks)
+    spikes = doc.get("spikes")
+    if isinstance(spikes, list):
+        doc["spikes"] = [
+            {
+                "cause_stack": None,
+                "cause_stack_at_ns": None,
+                "cause_stack_truncated": False,
+                "cause_stack_unavailable": NO_STACKS_BEFORE_7,
+                **s,
+            }
+            if isinstance(s, dict)
+            else s
+            for s in spikes
+        ]
     return doc
 
 

@@ -1,6 +1,10 @@
 """A planted cause for --explain: a SCHED_FIFO process with a distinctive name that
 spins SPIN_US on CPU every PERIOD_MS. Prints "ready" once its policy is set; runs
-until killed (the test stops it by PID)."""
+until killed (the test stops it by PID).
+
+With a sixth argument "kernel" it spends the burst in the kernel instead: reads of
+4 MiB from /dev/zero (the kernel clears the buffer: read_iter_zero, clear_user), so a
+timer interrupt during the burst stops kernel code."""
 
 from __future__ import annotations
 
@@ -12,6 +16,9 @@ import time
 
 def main() -> None:
     cpu, prio, spin_us, period_ms, name = sys.argv[1:6]
+    kernel = sys.argv[6:7] == ["kernel"]
+    buf = bytearray(4 << 20)
+    zero = open("/dev/zero", "rb", buffering=0)  # noqa: SIM115 (open until killed)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
     os.sched_setaffinity(0, {int(cpu)})
@@ -22,7 +29,8 @@ def main() -> None:
     while True:
         end = time.monotonic_ns() + spin_ns
         while time.monotonic_ns() < end:
-            pass
+            if kernel:
+                zero.readinto(buf)
         nxt += period_ns
         time.sleep(max(0.0, (nxt - time.monotonic_ns()) / 1e9))
 

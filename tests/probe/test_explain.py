@@ -86,7 +86,9 @@ def spinner():
     """Start the planted spinner; yields (pid, name); stops it by PID."""
     procs = []
 
-    def start(spin_us: int, period_ms: int, prio: int = 80, name: str = "rtlab-plant"):
+    def start(
+        spin_us: int, period_ms: int, prio: int = 80, name: str = "rtlab-plant", kernel=False
+    ):
         p = subprocess.Popen(
             [
                 sys.executable,
@@ -96,6 +98,7 @@ def spinner():
                 str(spin_us),
                 str(period_ms),
                 name,
+                *(["kernel"] if kernel else []),
             ],
             stdout=subprocess.PIPE,
             text=True,
@@ -147,6 +150,67 @@ def test_a_higher_priority_thread_is_named(meter_run, spinner):
     assert any(g["kind"] == "thread" and g.get("pid") == pid for g in named[0]["timeline"])
     assert tracing_settings() == before
     assert explain_instance_gone(doc)
+
+
+def stack_checks(doc: dict) -> None:
+    """Every spike has a stack of its main cause or says why not, within the bounds."""
+    for s in doc["spikes"]:
+        stack, why = s["cause_stack"], s["cause_stack_unavailable"]
+        assert (stack is None) != (why is None), s
+        if stack is not None:
+            assert 0 < len(stack) <= 32 and all(f and " " not in f for f in stack)
+            assert 0 <= s["cause_stack_at_ns"] <= s["latency_ns"]
+        else:
+            assert s["cause_stack_at_ns"] is None and why
+
+
+@needs_tracefs
+def test_a_thread_in_the_kernel_leaves_its_kernel_stack(meter_run, spinner):
+    """A SCHED_FIFO 80 thread reading /dev/zero (the kernel clears its buffer) for 3 ms
+    every 30 ms: the spikes it causes keep the stack of the timer interrupt that stopped
+    it, with the kernel's read path below the interrupt entry. The kernel's trigger is
+    removed with the instance and the user's tracing is unchanged."""
+    before = tracing_settings()
+    pid, name = spinner(spin_us=3000, period_ms=30, name="rtlab-kplant", kernel=True)
+    cp, doc = meter_run(
+        "wakeup", "--cpus", str(CPU), "--policy", "fifo:50", "--duration", "3s",
+        "--explain", "100us", "--explain-max", "5",
+    )  # fmt: skip
+    assert cp.returncode == 0, cp.stderr
+    check_spikes(doc, 5)
+    stack_checks(doc)
+    stacks = doc["explain"]["stacks"]
+    assert stacks["recorded"] and stacks["trigger"] == "timer:hrtimer_expire_entry", stacks
+    assert stacks["reason"] is None and stacks["read"] > 0
+    mine = [
+        s
+        for s in doc["spikes"]
+        if s["causes"] and s["causes"][0]["kind"] == "thread" and s["causes"][0]["pid"] == pid
+    ]
+    assert all(s["causes"][0]["name"] == name for s in mine)
+    assert mine, " | ".join(s["verdict"] for s in doc["spikes"])
+    with_stack = [s for s in mine if s["cause_stack"]]
+    assert len(with_stack) * 2 > len(mine), [s["cause_stack_unavailable"] for s in mine]
+    for s in with_stack:
+        frames = [f.split("+")[0] for f in s["cause_stack"]]
+        assert "hrtimer_interrupt" in frames  # the interrupt's own frames come first
+        below = frames[frames.index("hrtimer_interrupt") + 1 :]
+        assert {"ksys_read", "vfs_read"} & set(below), s["cause_stack"]
+        assert all("+0x" in f for f in s["cause_stack"])  # options/sym-offset
+    assert tracing_settings() == before
+    assert explain_instance_gone(doc)
+
+
+@needs_tracefs
+def test_idle_spikes_say_why_they_have_no_stack(meter_run):
+    cp, doc = meter_run(
+        "wakeup", "--cpus", str(CPU), "--duration", "1s", "--explain", "1us",
+        "--explain-max", "10",
+    )  # fmt: skip
+    assert cp.returncode == 0, cp.stderr
+    check_spikes(doc, 10)
+    stack_checks(doc)
+    assert doc["spikes"] and doc["explain"]["stacks"]["recorded"]
 
 
 @needs_tracefs
@@ -305,6 +369,9 @@ def test_without_tracefs_exit_3_or_fallback(meter_run, tmp_path, monkeypatch):
     cp, doc = meter_run("wakeup", "--loops", "50", "--explain", "10us", "--allow-fallback")
     assert cp.returncode == 0, cp.stderr
     assert doc["explain"]["status"] == "unavailable" and doc["explain"]["reason"]
+    assert doc["explain"]["stacks"] == {
+        "recorded": False, "trigger": None, "reason": "--explain is unavailable", "read": 0,
+    }  # fmt: skip
     assert doc["spikes"] == [] and doc["threads"][0]["count"] == 50
 
 
@@ -320,4 +387,4 @@ def test_explain_is_refused_where_it_cannot_apply(meter_run, run_probe):
 def test_without_explain_the_document_says_so(meter_run):
     cp, doc = meter_run("wakeup", "--loops", "20")
     assert cp.returncode == 0, cp.stderr
-    assert doc["explain"] is None and doc["spikes"] == [] and doc["schema"] == 6
+    assert doc["explain"] is None and doc["spikes"] == [] and doc["schema"] == 7

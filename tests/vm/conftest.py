@@ -8,6 +8,7 @@ skip (a failure in CI as root). Only a machine that cannot run QEMU at all skips
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
@@ -101,6 +102,30 @@ def generic_guest() -> Iterator[Guest]:
 @pytest.fixture(params=["rt", "generic"])
 def guest(request) -> Guest:
     return request.getfixturevalue(f"{request.param}_guest")
+
+
+SPINNER = Path(__file__).resolve().parents[1] / "probe" / "spinner.py"
+
+
+def explain_planted(g: Guest, name: str, *spinner_args: str) -> tuple[int, dict]:
+    """Plant tests/probe/spinner.py as NAME (SCHED_FIFO 80 on the RT CPU, 3 ms every
+    30 ms, then SPINNER_ARGS), explain a 4 s fifo:50 wakeup run there (the 40 worst
+    samples over 100 µs), stop it by PID: (its PID, the document)."""
+    out = f"/tmp/{name}.out"
+    spin = (
+        f"{shlex.quote(sys.executable)} {shlex.quote(str(SPINNER))} {RT_CPU} 80 3000 30 "
+        f"{name} {' '.join(spinner_args)} >{out} 2>&1 & echo $!"
+    )
+    pid = int(g.sh(spin).strip())
+    try:
+        g.sh(f"for i in $(seq 100); do grep -q ready {out} && break; sleep 0.1; done")
+        g.sh(
+            f"{g.probe} wakeup --cpus {RT_CPU} --policy fifo:50 --duration 4s "
+            f"--explain 100us --explain-max 40 --json /tmp/{name}.json --quiet"
+        )
+    finally:
+        g.sh(f"kill {pid}", check=False)
+    return pid, json.loads(g.sh(f"cat /tmp/{name}.json"))
 
 
 def explained_spikes(doc: dict) -> list[dict]:

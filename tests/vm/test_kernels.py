@@ -9,11 +9,8 @@ import platform
 import shlex
 import signal
 import sys
-from pathlib import Path
 
-from .conftest import RT_CPU, STATE, Guest, explained_spikes
-
-SPINNER = Path(__file__).resolve().parents[1] / "probe" / "spinner.py"
+from .conftest import RT_CPU, STATE, Guest, explain_planted, explained_spikes
 
 
 def findings(audit: dict) -> dict[str, dict]:
@@ -79,20 +76,7 @@ def test_a_planted_fifo_thread_is_named_as_the_cause(guest: Guest):
     emulation a few of the worst samples are the emulator's own gaps (no event while
     the thread ran), so the 40 worst are explained: the spinner's ~130 spikes outnumber
     those."""
-    spin = (
-        f"{shlex.quote(sys.executable)} {shlex.quote(str(SPINNER))} {RT_CPU} 80 3000 30 "
-        "rtlab-plant >/tmp/spin.out 2>&1 & echo $!"
-    )
-    pid = int(guest.sh(spin).strip())
-    try:
-        guest.sh("for i in $(seq 100); do grep -q ready /tmp/spin.out && break; sleep 0.1; done")
-        guest.sh(
-            f"{guest.probe} wakeup --cpus {RT_CPU} --policy fifo:50 --duration 4s "
-            "--explain 100us --explain-max 40 --json /tmp/explain.json --quiet"
-        )
-    finally:
-        guest.sh(f"kill {pid}", check=False)
-    doc = json.loads(guest.sh("cat /tmp/explain.json"))
+    pid, doc = explain_planted(guest, "rtlab-plant")
     spikes = explained_spikes(doc)
     named = [
         s

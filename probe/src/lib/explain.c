@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <sys/utsname.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,43 @@ static int set_cpumask(struct explain *x)
 	return tracefs_write(&x->inst, "tracing_cpumask", mask);
 }
 
+/* A stack at each timer interrupt that stopped a task other than idle: what held the
+ * CPU when a measured thread's timer expired (only the traced CPUs record events, and a
+ * filtered trigger runs on recorded events only). Stacks are optional: without the
+ * trigger the spikes say why they have none. */
+static void setup_stacks(struct explain *x)
+{
+	struct utsname u;
+	char path[64];
+	int rc;
+
+	if (!xstack_trigger_per_instance(uname(&u) ? "" : u.release, x->stacks_off,
+					 sizeof(x->stacks_off)))
+		return;
+	(void)tracefs_write(&x->inst, "options/sym-offset", "1");
+	snprintf(x->stack_trigger, sizeof(x->stack_trigger), "stacktrace if common_pid != 0");
+	snprintf(path, sizeof(path), "events/timer/hrtimer_expire_entry/trigger");
+	if ((rc = tracefs_write(&x->inst, path, x->stack_trigger))) {
+		snprintf(x->stacks_off, sizeof(x->stacks_off),
+			 "the kernel has no stacktrace trigger on timer:hrtimer_expire_entry (%s)",
+			 strerror(-rc));
+		return;
+	}
+	x->stacks_on = x->stacks_recorded = true;
+}
+
+/* Remove the trigger (the instance cannot go while an event has one). */
+static void remove_stacks(struct explain *x)
+{
+	char undo[sizeof(x->stack_trigger) + 1];
+
+	if (!x->stacks_on)
+		return;
+	snprintf(undo, sizeof(undo), "!%s", x->stack_trigger);
+	(void)tracefs_write(&x->inst, "events/timer/hrtimer_expire_entry/trigger", undo);
+	x->stacks_on = false;
+}
+
 static void keep(struct explain *x, const struct xspike *s)
 {
 	int slot = x->nkept;
@@ -146,6 +184,16 @@ static void on_marker(struct explain *x, struct xcpu *c, const struct xev *ev, c
 						: m.lat_ns;
 	xattr_explain(&c->ring, &m, c->cpu, x->threads[m.thread].tid, offset, lookback,
 		      &x->scratch);
+	if (x->scratch.stack_id) {
+		const struct xstack *st = xstacks_get(&c->stacks, x->scratch.stack_id);
+
+		if (st)
+			x->scratch.stack = *st;
+		else
+			x->scratch.stack_why = XSW_LOST;
+	} else if (!x->stacks_recorded) {
+		x->scratch.stack_why = XSW_OFF;
+	}
 	keep(x, &x->scratch);
 }
 
@@ -155,8 +203,15 @@ static void on_line(struct explain *x, struct xcpu *c, const char *line)
 	struct xev ev;
 	int cpu;
 
+	if (!xstacks_frame(&c->stacks, line))
+		return;
 	if (xtrace_parse(line, &ev, &cpu, &mark))
 		return;
+	if (ev.type == XE_STACK) {
+		x->stacks_read++;
+		(void)xring_attach_stack(&c->ring, ev.ts_ns, xstacks_begin(&c->stacks));
+		return;
+	}
 	if (ev.type == XE_MARK) {
 		if (mark)
 			on_marker(x, c, &ev, mark);
@@ -264,6 +319,7 @@ static int open_trace(struct explain *x, const struct run *r)
 		else if ((rc = enable(x, wanted[i][0], wanted[i][1])) && i == 0)
 			return fail_setup(x, rc, "the kernel has no sched:sched_switch event");
 	}
+	setup_stacks(x);
 	for (int i = 0; i < x->ncpus; i++) {
 		snprintf(path, sizeof(path), "%s/per_cpu/cpu%d/trace_pipe", x->inst.path,
 			 x->cpus[i].cpu);
@@ -291,6 +347,7 @@ static void close_trace(struct explain *x)
 	}
 	if (x->inst.path[0]) {
 		(void)tracefs_write(&x->inst, "tracing_on", "0");
+		remove_stacks(x);
 		(void)tracefs_instance_remove(&x->inst);
 	}
 }
@@ -309,7 +366,8 @@ static int alloc_explain(struct explain *x, const struct run *r)
 	for (int i = 0; i < x->ncpus; i++) {
 		x->cpus[i].cpu = cpus->cpu[i];
 		x->cpus[i].fd = -1;
-		if (xring_init(&x->cpus[i].ring, ring))
+		if (xring_init(&x->cpus[i].ring, ring) ||
+		    xstacks_init(&x->cpus[i].stacks, XSTACK_SLOTS))
 			return -ENOMEM;
 	}
 	for (int i = 0; i < r->nthreads; i++)
@@ -386,8 +444,10 @@ void explain_free(struct run *r)
 	if (!x)
 		return;
 	explain_stop(r);
-	for (int i = 0; x->cpus && i < x->ncpus; i++)
+	for (int i = 0; x->cpus && i < x->ncpus; i++) {
 		xring_free(&x->cpus[i].ring);
+		xstacks_free(&x->cpus[i].stacks);
+	}
 	for (int i = 0; x->th && i < x->nthreads; i++)
 		free(x->th[i].top);
 	free(x->cpus);

@@ -29,6 +29,12 @@ static void list_json(struct jw *w, const char *key, const char *list)
 	jw_arr_end(w);
 }
 
+static void rel_or_null(struct jw *w, const char *key, int64_t v)
+{
+	jw_key(w, key);
+	v >= 0 ? jw_int(w, v) : jw_null(w);
+}
+
 void explain_json(struct jw *w, const struct run *r)
 {
 	const struct explain *x = r->explain;
@@ -64,7 +70,63 @@ void explain_json(struct jw *w, const struct run *r)
 	jw_kuint(w, "marks_failed", failed);
 	jw_kuint(w, "marks_read", x->markers_seen);
 	jw_kuint(w, "lost_events", x->lost_events);
+	jw_key(w, "stacks");
+	jw_obj_begin(w);
+	jw_kbool(w, "recorded", x->stacks_recorded);
+	jw_key(w, "trigger");
+	x->stacks_recorded ? jw_str(w, "timer:hrtimer_expire_entry") : jw_null(w);
+	jw_key(w, "reason");
+	x->stacks_recorded
+		? jw_null(w)
+		: jw_str(w, x->stacks_off[0] ? x->stacks_off : "--explain is unavailable");
+	jw_kuint(w, "read", x->stacks_read);
 	jw_obj_end(w);
+	jw_obj_end(w);
+}
+
+/* Why spike S has no stack of its main cause. */
+static const char *stack_why(const struct explain *x, const struct xspike *s)
+{
+	switch (s->stack_why) {
+	case XSW_OFF:
+		return x->stacks_off[0] ? x->stacks_off : "stacks were not recorded";
+	case XSW_IDLE:
+		return "the main cause is time while the CPU was idle: no code held it";
+	case XSW_NO_EVENT:
+		return "no timer interrupt stopped the main cause in the window (stacks are taken "
+		       "at the timer interrupt)";
+	case XSW_NO_STACK:
+		return s->events_lost ? "the timer interrupt that stopped the main cause came "
+					"without a stack (trace events were lost)"
+				      : "the timer interrupt that stopped the main cause came "
+					"without a stack";
+	case XSW_LOST:
+		return "the stack was overwritten before the spike was explained";
+	default:
+		return "unknown";
+	}
+}
+
+static void stack_json(struct jw *w, const struct explain *x, const struct xspike *s)
+{
+	bool have = s->stack_why == XSW_OK && s->stack.nframes > 0;
+
+	jw_key(w, "cause_stack");
+	if (have) {
+		jw_arr_begin(w);
+		for (int i = 0; i < s->stack.nframes; i++)
+			jw_str(w, xstack_frame_at(&s->stack, i));
+		jw_arr_end(w);
+	} else {
+		jw_null(w);
+	}
+	rel_or_null(w, "cause_stack_at_ns", have ? s->stack_at_ns : -1);
+	jw_kbool(w, "cause_stack_truncated", have && s->stack.truncated);
+	jw_key(w, "cause_stack_unavailable");
+	if (have)
+		jw_null(w);
+	else
+		jw_str(w, s->stack_why == XSW_OK ? "the stack had no frame" : stack_why(x, s));
 }
 
 static void cause_json(struct jw *w, const struct xcause *c)
@@ -103,14 +165,9 @@ static void segment_json(struct jw *w, const struct xseg *g)
 	jw_obj_end(w);
 }
 
-static void rel_or_null(struct jw *w, const char *key, int64_t v)
-{
-	jw_key(w, key);
-	v >= 0 ? jw_int(w, v) : jw_null(w);
-}
-
 static void spike_json(struct jw *w, const struct run *r, const struct xspike *s)
 {
+	const struct explain *x = r->explain;
 	const struct mthread *t = &r->th[s->m.thread];
 
 	jw_obj_begin(w);
@@ -133,6 +190,7 @@ static void spike_json(struct jw *w, const struct run *r, const struct xspike *s
 	jw_kbool(w, "events_lost", s->events_lost);
 	jw_kbool(w, "window_truncated", s->truncated);
 	jw_kbool(w, "timeline_dropped", s->seg_dropped);
+	stack_json(w, x, s);
 	jw_key(w, "timeline");
 	jw_arr_begin(w);
 	for (int i = 0; i < s->nseg; i++)

@@ -10,6 +10,7 @@
 #include "sampler.h"
 #include "tracefs.h"
 #include "xattr.h"
+#include "xstack.h"
 
 #define READ_BUF (1 << 16)
 #define EVENTS_TEXT 1024
@@ -17,6 +18,7 @@
 struct xcpu {
 	int cpu, fd;
 	struct xring ring;
+	struct xstacks stacks;
 	size_t len;
 	char buf[READ_BUF];
 };
@@ -41,6 +43,11 @@ struct explain {
 	int ncpus;
 	struct xcpu *cpus;
 	char events[EVENTS_TEXT], missing[EVENTS_TEXT]; /* "sys:ev,sys:ev" */
+	bool stacks_on;                                 /* the stacktrace trigger is set */
+	bool stacks_recorded;                           /* it was set for the run */
+	char stack_trigger[96];                         /* its text, to remove it */
+	char stacks_off[200];                           /* why stacks are not recorded */
+	uint64_t stacks_read;
 	pthread_t reader;
 	bool reader_started, stopped;
 	_Atomic int stop;

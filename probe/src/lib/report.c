@@ -15,8 +15,9 @@
 #include "timeutil.h"
 
 #define RESULT_SCHEMA \
-	6 /* 2: threshold -> deadline; 3: threads[].lost -> raw_lost;
-			  4: explain, spikes; 5: host.virtualization; 6: conditions */
+	7 /* 2: threshold -> deadline; 3: threads[].lost -> raw_lost;
+			  4: explain, spikes; 5: host.virtualization; 6: conditions;
+			  7: explain.stacks, spikes[].cause_stack */
 
 static const struct {
 	const char *key;

@@ -134,6 +134,21 @@ void xring_push(struct xring *r, const struct xev *ev)
 	r->head = (r->head + 1) % r->cap;
 }
 
+bool xring_attach_stack(struct xring *r, int64_t ts_ns, uint32_t id)
+{
+	for (uint32_t k = 1; k <= r->n && k <= XSTACK_BACK; k++) {
+		struct xev *e = &r->ev[(r->head + r->cap - k) % r->cap];
+
+		if (e->type != XE_HRT_IN)
+			continue;
+		if (e->stack || ts_ns < e->ts_ns || ts_ns - e->ts_ns > XSTACK_ASSOC_NS)
+			return false;
+		e->stack = id;
+		return true;
+	}
+	return false;
+}
+
 static const struct xev *ring_at(const struct xring *r, uint32_t i)
 {
 	return &r->ev[(r->head + r->cap - r->n + i) % r->cap];
@@ -440,15 +455,78 @@ static void xspike_verdict(struct xspike *x)
 			 " (trace events were lost in this window)");
 }
 
+struct xcand {
+	struct xseg owner; /* what the timer interrupt stopped */
+	uint32_t stack;
+	int64_t at_ns; /* relative to the activation */
+};
+
+/* A timer interrupt stops what ran below its interrupt entry: the state S before its
+ * hrtimer_expire_entry E, without the vector or IRQ context E runs in. */
+static void add_cand(struct xcand *c, int *n, const struct xstate *s, const struct xev *e,
+		     pid_t tid, int64_t at_ns)
+{
+	struct xstate o = *s;
+
+	if (*n == XSTACK_CAND)
+		return;
+	if (o.depth > 0 &&
+	    (o.ctx[o.depth - 1].kind == XK_VECTOR || o.ctx[o.depth - 1].kind == XK_IRQ))
+		o.depth--;
+	seg_of(&o, tid, &c[*n].owner);
+	c[*n].stack = e->stack;
+	c[*n].at_ns = at_ns;
+	(*n)++;
+}
+
+/* The first interrupt that stopped the main cause (the verdict's), with its stack. */
+static void pick_stack(struct xspike *x, const struct xcand *c, int n)
+{
+	const struct xcause *main = x->ncauses ? &x->causes[0] : NULL;
+	const char *task = NULL;
+	int64_t task_ns;
+	int32_t pid = -1;
+
+	x->stack_why = XSW_NO_EVENT;
+	if (!main || x->unexplained_ns > main->ns) {
+		main = NULL;
+		task = unexpl_task(x, &task_ns, &pid);
+		if (!task || x->unexplained_idle_ns * 2 >= x->unexplained_ns) {
+			x->stack_why = XSW_IDLE;
+			return;
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		const struct xseg *g = &c[i].owner;
+		bool match = main ? g->kind == main->kind &&
+					     (g->kind == XK_SELF ||
+					      (g->id == main->id && !strcmp(g->name, main->name)))
+				  : (g->kind == XK_THREAD || g->kind == XK_SELF) && g->id == pid;
+
+		if (!match)
+			continue;
+		if (!c[i].stack) {
+			x->stack_why = XSW_NO_STACK;
+			continue;
+		}
+		x->stack_why = XSW_OK;
+		x->stack_id = c[i].stack;
+		x->stack_at_ns = c[i].at_ns;
+		return;
+	}
+}
+
 void xattr_explain(const struct xring *r, const struct xmark *m, int cpu, pid_t tid,
 		   int64_t offset_ns, int64_t lookback_ns, struct xspike *x)
 {
 	const int64_t act = m->act_ns + offset_ns; /* trace clock */
 	const int64_t lo = act - lookback_ns, wake = act + m->lat_ns;
 	struct xstate s = r->base;
+	struct xcand cand[XSTACK_CAND];
 	struct xseg g;
 	int64_t cur = lo, self_since;
 	uint32_t i = 0;
+	int ncand = 0;
 
 	memset(x, 0, sizeof(*x));
 	x->m = *m;
@@ -492,6 +570,8 @@ void xattr_explain(const struct xring *r, const struct xmark *m, int cpu, pid_t 
 		cur = end;
 		if (end == wake)
 			break;
+		if (e->type == XE_HRT_IN && e->ts_ns >= act - ROUNDING_NS)
+			add_cand(cand, &ncand, &s, e, tid, clamp_rel(e->ts_ns - act, m->lat_ns));
 		apply(&s, e);
 		if (e->type == XE_SWITCH)
 			self_since = e->pid == tid ? e->ts_ns : INT64_MIN;
@@ -500,4 +580,5 @@ void xattr_explain(const struct xring *r, const struct xmark *m, int cpu, pid_t 
 		x->switched_ns = clamp_rel(self_since - act, m->lat_ns);
 	qsort(x->causes, (size_t)x->ncauses, sizeof(x->causes[0]), by_ns);
 	xspike_verdict(x);
+	pick_stack(x, cand, ncand);
 }

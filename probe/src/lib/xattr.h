@@ -18,12 +18,25 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "xstack.h"
 #include "xtrace.h"
 
 #define XCTX_MAX 8
 #define XCAUSE_MAX 24
 #define XSEG_MAX 256
 #define XUNEXPL_CTX 4
+#define XSTACK_BACK 4
+#define XSTACK_CAND 16 /* timer interrupts looked at for the main cause's stack */
+
+/* Why a spike has no stack of its main cause. */
+enum xstack_why {
+	XSW_OK,       /* it has one */
+	XSW_OFF,      /* stacks were not recorded in this run */
+	XSW_IDLE,     /* the main cause is time while the CPU was idle */
+	XSW_NO_EVENT, /* no timer interrupt stopped the cause in the window */
+	XSW_NO_STACK, /* the interrupt that did came without a stack */
+	XSW_LOST,     /* its stack was overwritten before the spike was explained */
+};
 
 enum xkind {
 	XK_THREAD, /* another task */
@@ -100,12 +113,25 @@ struct xspike {
 	bool seg_dropped; /* more segments than XSEG_MAX: the earliest dropped */
 	struct xseg seg[XSEG_MAX];
 	char verdict[240];
+	/* the kernel stack of the main cause: at the first timer interrupt from the
+	 * activation on that stopped it (xstack.h); xattr_explain() sets the id, its
+	 * caller copies the stack from its store */
+	uint32_t stack_id;
+	int64_t stack_at_ns; /* that interrupt, relative to the activation */
+	uint8_t stack_why;   /* enum xstack_why */
+	struct xstack stack;
 };
 
 int xring_init(struct xring *r, uint32_t cap);
 void xring_free(struct xring *r);
 /* Append EV (a LOST note takes the time of the event before it). */
 void xring_push(struct xring *r, const struct xev *ev);
+
+/* A "<stack trace>" entry at TS_NS (its stack: ID) belongs to the event it follows on
+ * its CPU: the newest hrtimer_expire_entry of the last XSTACK_BACK events, when it has
+ * no stack yet and is at most XSTACK_ASSOC_NS older (events of a nested interrupt may
+ * come between). Whether it found one. */
+bool xring_attach_stack(struct xring *r, int64_t ts_ns, uint32_t id);
 
 /*
  * Explain marker M (thread TID on CPU) from R. OFFSET_NS: trace clock minus

@@ -208,9 +208,15 @@ int xtrace_parse(const char *line, struct xev *ev, int *cpu, const char **mark)
 	name = colon + 2;
 	if (!(name_end = strstr(name, ": ")))
 		name_end = name + strlen(name);
-	if (name_end - name == 18 && !memcmp(name, "tracing_mark_write", 18)) {
+	/* a trace_marker line names its writer: "+0x../0x.." follows with options/sym-offset */
+	if (name_end - name >= 18 && !memcmp(name, "tracing_mark_write", 18) &&
+	    (name_end - name == 18 || name[18] == '+')) {
 		ev->type = XE_MARK;
 		*mark = *name_end ? name_end + 2 : name_end;
+		return 0;
+	}
+	if (!strncmp(name, "<stack trace>", 13)) {
+		ev->type = XE_STACK;
 		return 0;
 	}
 	parse_fields(name, (size_t)(name_end - name), *name_end ? name_end + 2 : name_end, ev);

@@ -30,6 +30,7 @@ enum xev_type {
 	XE_WORK_OUT, /* workqueue_execute_end */
 	XE_MARK,     /* tracing_mark_write: the text is not kept in the event */
 	XE_LOST,     /* "CPU:N [LOST n EVENTS]": num = n (saturated) */
+	XE_STACK,    /* "<stack trace>": its frame lines follow (xstack.h) */
 };
 
 #define XE_NAME_LEN 32
@@ -40,6 +41,7 @@ struct xev {
 	int32_t pid;     /* XE_SWITCH: next pid; XE_WAKING: woken pid */
 	int32_t num;     /* see enum xev_type */
 	int32_t cur_pid; /* the task the line names (current on that CPU), -1 unknown */
+	uint32_t stack;  /* the kernel stack recorded with it (xstack.h), 0: none */
 	uint8_t type;    /* enum xev_type */
 	char name[XE_NAME_LEN];
 	char cur_comm[XE_COMM_LEN];

@@ -58,7 +58,9 @@ from rtlab.analysis._raw import stats_from_samples
 from rtlab.analysis._spikes import (
     CAUSE_KINDS,
     UNEXPLAINED,
+    CauseStack,
     CauseTotal,
+    cause_stack,
     describe,
     explanation,
     policy_text,
@@ -66,6 +68,7 @@ from rtlab.analysis._spikes import (
     related_checks,
     related_findings,
     segments,
+    stopped_text,
     unexplained_parts,
 )
 from rtlab.analysis._stats import QUANTILES, CaseStats, nearest_rank, stats_from_histogram
@@ -86,6 +89,7 @@ __all__ = [
     "VIEWS",
     "WIN_METRICS",
     "CaseStats",
+    "CauseStack",
     "CauseTotal",
     "Column",
     "Comparison",
@@ -102,6 +106,7 @@ __all__ = [
     "Threshold",
     "bucket_bounds",
     "bucket_index",
+    "cause_stack",
     "compare_sides",
     "describe",
     "document_case_stats",
@@ -132,5 +137,6 @@ __all__ = [
     "segments",
     "stats_from_histogram",
     "stats_from_samples",
+    "stopped_text",
     "unexplained_parts",
 ]

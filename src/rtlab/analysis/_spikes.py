@@ -320,3 +320,65 @@ def related_findings(
         if isinstance(f, Mapping) and str(f.get("status", "")).upper() in MATCHED_STATUSES
     }
     return [by_id[i] for i in ids if i in by_id]
+
+
+#: Bounds on a spike's `cause_stack` read from a document (the probe keeps 32 frames).
+MAX_STACK_FRAMES = 64
+MAX_FRAME_CHARS = 200
+#: Frames that enter an interrupt (x86-64 `asm_sysvec_*`/`asm_common_interrupt`, arm64
+#: `el1h_64_irq*`/`el0t_64_irq*`): the frames below the last one are the interrupted code.
+_ENTRY_PREFIXES = ("asm_sysvec_", "asm_common_interrupt", "el1h_64_irq", "el0t_64_irq")
+
+
+@dataclass(frozen=True)
+class CauseStack:
+    """The kernel stack of a spike's main cause, taken by the timer interrupt that stopped
+    it (`cause_stack`, innermost first): the interrupt's own frames, then the code it
+    stopped (`stopped`), empty when that was user space."""
+
+    frames: tuple[str, ...]
+    stopped: tuple[str, ...]
+    user: bool  # the interrupt stopped user-space code (no kernel frame below its entry)
+    at_ns: int | None  # the interrupt, relative to the intended activation
+    truncated: bool
+    unavailable: str | None  # why there is no stack, or None
+
+
+def _entry_index(frames: tuple[str, ...]) -> int | None:
+    found = None
+    for i, f in enumerate(frames):
+        if f.startswith(_ENTRY_PREFIXES):
+            found = i
+    return found
+
+
+def cause_stack(spike: Mapping[str, Any]) -> CauseStack | None:
+    """The stack of SPIKE's main cause, or None when the document has neither a stack nor
+    a reason (it predates them). Frames past the bounds are dropped."""
+    raw, why = spike.get("cause_stack"), _str(spike.get("cause_stack_unavailable"))
+    if not isinstance(raw, list):
+        return None if why is None else CauseStack((), (), False, None, False, why[:300])
+    frames = tuple(f[:MAX_FRAME_CHARS] for f in raw[:MAX_STACK_FRAMES] if isinstance(f, str))
+    if not frames:
+        return CauseStack((), (), False, None, False, why or "the stack had no frame")
+    entry = _entry_index(frames)
+    stopped = frames if entry is None else frames[entry + 1 :]
+    return CauseStack(
+        frames,
+        stopped,
+        entry is not None and not stopped,
+        _int(spike.get("cause_stack_at_ns")),
+        bool(spike.get("cause_stack_truncated")) or len(raw) > MAX_STACK_FRAMES,
+        None,
+    )
+
+
+def stopped_text(st: CauseStack, frames: int = 3) -> str:
+    """One line: the innermost FRAMES frames of the stopped code, "user space", or why
+    there is no stack."""
+    if st.unavailable:
+        return f"no stack: {st.unavailable}"
+    if st.user:
+        return "user space (no kernel frame below the timer interrupt)"
+    shown = " ← ".join(st.stopped[:frames])
+    return shown + (" ← …" if len(st.stopped) > frames or st.truncated else "")

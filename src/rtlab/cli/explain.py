@@ -11,12 +11,14 @@ from rich.table import Table
 
 from rtlab.analysis import (
     CauseTotal,
+    cause_stack,
     describe,
     explanation,
     policy_text,
     rank_causes,
     related_findings,
     segments,
+    stopped_text,
 )
 from rtlab.cli._common import (
     console,
@@ -32,6 +34,8 @@ from rtlab.results import effective_deadline
 from rtlab.store import ExperimentRecord
 from rtlab.units import format_ns
 
+#: Stack frames printed per spike at most; --json has them all.
+MAX_STACK_ROWS = 16
 #: Timeline rows printed per spike at most; --json has them all.
 MAX_ROWS = 40
 
@@ -316,6 +320,28 @@ def _print_spike(
     out.print(_table(None, ["start", "end", "duration", "<what"], rows))
     if len(shown) < len(segs):
         out.print(line(f"  {len(segs) - len(shown)} more segment(s): rtlab explain --json"))
+    _print_stack(out, s)
+
+
+def _print_stack(out: Console, s: dict[str, Any]) -> None:
+    """The kernel stack of the main cause: the code the timer interrupt stopped."""
+    st = cause_stack(s)
+    if st is None:
+        return
+    if st.unavailable or st.user:
+        out.print(line(("  kernel stack of the main cause: ", "bold"), stopped_text(st)))
+        return
+    at = f", {_ns(st.at_ns)} after the activation" if st.at_ns is not None else ""
+    out.print(line(("  kernel stack of the main cause", "bold"), f" (timer interrupt{at}):"))
+    for f in st.stopped[:MAX_STACK_ROWS]:
+        out.print(line(f"    {f}"))
+    more = len(st.stopped) - MAX_STACK_ROWS
+    if more > 0 or st.truncated:
+        out.print(
+            line(
+                f"    … {max(more, 0)} more frame(s){' (cut by the probe)' if st.truncated else ''}"
+            )
+        )
 
 
 def _what(g: dict) -> str:

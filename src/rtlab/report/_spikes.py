@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rtlab.analysis import rank_causes, related_findings
+from rtlab.analysis import cause_stack, rank_causes, related_findings, stopped_text
 from rtlab.probe import one_line
 from rtlab.report._data import CaseData, ExperimentData, SeriesData
 from rtlab.report._spikeplot import spike_plot
@@ -116,7 +116,8 @@ def spikes_table(exps: list[ExperimentData]) -> Table:
         "spikes",
         "Explained spikes, worst first",
         (["setup"] if many else [])
-        + ["series", "case", "#", "latency", "cycle", "thread / CPU", "verdict", "unexplained"],
+        + ["series", "case", "#", "latency", "cycle", "thread / CPU", "verdict", "unexplained"]
+        + ["kernel stack of the main cause"],
         csv_columns=[
             "experiment",
             "setup",
@@ -135,6 +136,8 @@ def spikes_table(exps: list[ExperimentData]) -> Table:
             "events_lost",
             "window_truncated",
             "verdict",
+            "cause_stack",
+            "cause_stack_unavailable",
         ],
     )
     for e, s, c in _explained(exps):
@@ -148,7 +151,7 @@ def spikes_table(exps: list[ExperimentData]) -> Table:
                 ([e.setup] if many else [])
                 + [s.name, case_title(s, c), str(rank), format_ns(sp.get("latency_ns"))]
                 + [str(sp.get("cycle")), f"{sp.get('thread')} / {sp.get('cpu')}", verdict]
-                + [format_ns(sp.get("unexplained_ns") or 0)]
+                + [format_ns(sp.get("unexplained_ns") or 0), _stack_cell(sp)]
             )
             t.csv_rows.append(
                 {
@@ -157,10 +160,25 @@ def spikes_table(exps: list[ExperimentData]) -> Table:
                     "series": s.name,
                     "case": c.case.name,
                     "rank": rank,
-                    **{k: sp.get(k) for k in t.csv_columns[5:]},
+                    **{k: sp.get(k) for k in t.csv_columns[5:-2]},
+                    **_stack_csv(sp),
                 }
             )
     return _visible(t)
+
+
+def _stack_cell(sp: dict[str, Any]) -> str:
+    st = cause_stack(sp)
+    return "" if st is None else stopped_text(st)
+
+
+def _stack_csv(sp: dict[str, Any]) -> dict[str, Any]:
+    """The whole stack, frames joined by ';' (innermost first), or why there is none."""
+    st = cause_stack(sp)
+    return {
+        "cause_stack": ";".join(st.frames) if st else "",
+        "cause_stack_unavailable": (st.unavailable or "") if st else "",
+    }
 
 
 def _notes(explained: list[Explained], many: bool) -> list[str]:
@@ -210,7 +228,9 @@ def spike_parts(
         "experiment's audit whose check concerns the cause. Timelines of the "
         f"{MAX_FIGURES_PER_CASE} worst spikes of each case follow, one lane per thread, "
         "interrupt, softirq, timer, idle and unexplained time, in µs relative to the "
-        "intended activation."
+        "intended activation. The spikes table's last column is the kernel code the timer "
+        "interrupt stopped while the main cause held the CPU (the innermost frames of its "
+        "kernel stack), 'user space', or why there is no stack."
     )
     notes = _notes(explained, many)
     if left:
