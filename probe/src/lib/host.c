@@ -38,6 +38,7 @@ struct virt {
 	char signature[16];
 };
 
+#if defined(__x86_64__) || defined(__i386__)
 static const struct {
 	const char *signature;
 	const char *name;
@@ -56,6 +57,7 @@ static const char *virt_by_signature(const char *sig)
 			return virt_signatures[i].name;
 	return "other";
 }
+#endif
 
 /* The first line of PATH (at most LEN - 1 bytes) into BUF; 0 or -1. */
 static int read_line(const char *path, char *buf, size_t len)
