@@ -20,6 +20,14 @@ from rtlab.analysis._comparison import (
     compare_sides,
     match_cases,
 )
+from rtlab.analysis._conditions import (
+    SYMPTOMS,
+    Conditions,
+    conditions_summary,
+    irq_label,
+    judge_conditions,
+    symptom_of,
+)
 from rtlab.analysis._document import (
     document_case_stats,
     per_thread_stats,
@@ -80,6 +88,7 @@ __all__ = [
     "OVERFLOW_AT",
     "QUANTILES",
     "RATIO_KEYS",
+    "SYMPTOMS",
     "TABLE_COUNTS",
     "TABLE_METRICS",
     "UNEXPLAINED",
@@ -90,6 +99,7 @@ __all__ = [
     "Column",
     "Comparison",
     "ComparisonRow",
+    "Conditions",
     "Estimate",
     "Exceedance",
     "Gate",
@@ -103,10 +113,13 @@ __all__ = [
     "bucket_bounds",
     "bucket_index",
     "compare_sides",
+    "conditions_summary",
     "describe",
     "document_case_stats",
     "explanation",
     "fit_tail",
+    "irq_label",
+    "judge_conditions",
     "match_cases",
     "meter_rows",
     "metric",
@@ -132,5 +145,6 @@ __all__ = [
     "segments",
     "stats_from_histogram",
     "stats_from_samples",
+    "symptom_of",
     "unexplained_parts",
 ]
