@@ -150,9 +150,10 @@ def _memory(doc: Mapping[str, Any], out: Conditions, applied: Mapping[str, Any])
         locked, rss = _int(applied.get("vm_locked_kb")), _int(applied.get("vm_rss_kb"))
         if doc.get("mlocked") is False:
             why = doc.get("mlock_error")
-            out.not_met.append(
-                "memory not locked" + (f" (mlockall: {why})" if isinstance(why, str) else "")
-            )
+            why = why if isinstance(why, str) and why else None
+            if why is not None and not why.startswith("mlockall"):
+                why = f"mlockall: {why}"
+            out.not_met.append("memory not locked" + (f" ({why})" if why else ""))
         elif locked is not None and rss is not None and locked < rss / 2:
             out.not_met.append(f"memory not locked: {locked:,} of {rss:,} kB resident locked")
     asked = _int(params.get("dma_latency_us"))
