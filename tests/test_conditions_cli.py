@@ -162,3 +162,45 @@ def test_a_run_whose_policy_fell_back_exits_6_in_run_show_and_report(tmp_path):
         assert plain.returncode == 6 and f"{NOT_MET}: rt / rt: T0 ran other:0" in plain.stderr
     finally:
         shutil.rmtree(shared)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to write to /dev/kmsg and SCHED_FIFO")
+def test_a_real_run_records_its_conditions_and_a_symptom_logged_meanwhile(rtlab, tmp_path):
+    """A pinned fifo run as root meets its conditions; a kernel-log symptom written by this
+    test (user space) while it measures is a warning, labelled so, and the exit stays 0."""
+    doc_path, progress = tmp_path / "w.json", tmp_path / "progress"
+    os.mkfifo(progress)
+    cmd = [str(probe_path()), "wakeup", "--cpus", "0", "--policy", "fifo:80", "--duration",
+           "3s", "--quiet", "--progress", str(progress), "--json", str(doc_path)]  # fmt: skip
+    with subprocess.Popen(cmd) as proc:
+        with open(progress) as stream:  # the probe opens it before measuring
+            first = next((x for x in stream if '"phase":"measure"' in x), "")  # measuring now
+            if first:
+                with open("/dev/kmsg", "w") as kmsg:
+                    kmsg.write("rtlab test: sched: RT throttling activated\n")
+            stream.read()
+        assert proc.wait(timeout=60) == 0 and first
+    doc = json.loads(doc_path.read_text())
+    if doc.get("conditions") is None:
+        pytest.skip("this rtlab-probe does not record its conditions yet")
+    rc, out, err = rtlab(
+        "import", "probe", str(doc_path), "--results", str(tmp_path / "r"), "--json"
+    )
+    assert rc == 0, err
+    exp = json.loads(out)["id"]
+    rc, out, _ = rtlab("show", exp, "--results", str(tmp_path / "r"), "--json")
+    data = json.loads(out)
+    assert rc == 0 and data["conditions_not_met"] == []
+    (case,) = data["conditions"]
+    assert case["recorded"] and case["met"]
+    assert case["applied"]["threads"][0]["policy"] == "fifo:80"
+    assert [c["cpu"] for c in case["cpus"]] == [0]
+    (logged,) = [m for m in case["messages"] if m["symptom"] is not None]
+    assert logged["user_space"] and logged["symptom"] == "RT throttling"
+    assert any(
+        w["reason"].startswith("kernel log: RT throttling:")
+        and w["reason"].endswith("(logged by user space)")
+        for w in data["condition_warnings"]
+    )
+    rc, out, _ = rtlab("show", exp, "--results", str(tmp_path / "r"))
+    assert rc == 0 and "logged by user space" in out
