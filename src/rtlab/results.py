@@ -261,8 +261,10 @@ def case_conditions(
     doc = rec.document(case) if doc is None else doc
     isolated, nohz = isolated_cpus_of(rec.system() if system is None else system)
     if case.params.get("partition"):
-        threads = doc.get("threads") if isinstance(doc.get("threads"), list) else []
-        isolated |= {t["cpu"] for t in threads if isinstance(t, dict) and type(t.get("cpu")) is int}
+        threads = doc.get("threads")
+        for t in threads if isinstance(threads, list) else []:
+            if isinstance(t, dict) and type(t.get("cpu")) is int:
+                isolated.add(t["cpu"])
     return CaseConditions(case.index, case.series, case.name, judge_conditions(doc, isolated, nohz))
 
 

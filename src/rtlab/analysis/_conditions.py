@@ -274,7 +274,7 @@ def _kmsg(doc: Mapping[str, Any], out: Conditions) -> None:
     found = []
     for m in _list(kmsg.get("messages")):
         m = _dict(m)
-        text = m.get("text") if isinstance(m.get("text"), str) else ""
+        text = m["text"] if isinstance(m.get("text"), str) else ""
         user = _int(m.get("facility")) == USER_FACILITY
         symptom = symptom_of(text)
         out.messages.append(
