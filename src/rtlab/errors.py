@@ -1,4 +1,8 @@
-"""The error types caught at the top of the CLI, each printed as one line with its exit code."""
+"""The error types caught at the top of the CLI, each printed as one line with its exit code.
+
+A verdict is no error: the commands return its exit status (rtlab.cli._common), 1 when a
+deadline is exceeded and 6 when a case's conditions were not met (CONDITIONS NOT MET:
+the run measured something else than asked); 6 wins over 1."""
 
 
 class UserError(Exception):

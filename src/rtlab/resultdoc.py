@@ -130,6 +130,66 @@ def _spikes(w: _Where, doc: Mapping) -> None:
             w.int(seg.get("end_ns"), f"{key}.timeline[{j}].end_ns", none=False)
 
 
+#: Bounds of `conditions` (docs/result-format.md#conditions): measured CPUs, interrupt rows
+#: per CPU, kernel-log records, characters of one text.
+MAX_CONDITION_CPUS = 64
+MAX_CONDITION_IRQS = 32
+MAX_CONDITION_MESSAGES = 256
+MAX_CONDITION_TEXT = 1000
+
+
+def _bounded(w: _Where, value: Any, key: str, most: int) -> list[Any]:
+    w.typed(value, key, list)
+    if value is not None and len(value) > most:
+        w.fail(key, f"has {len(value)} entries (at most {most})")
+    return value or []
+
+
+def _text(w: _Where, value: Any, key: str) -> None:
+    w.typed(value, key, str)
+    if isinstance(value, str) and len(value) > MAX_CONDITION_TEXT:
+        w.fail(key, f"is {len(value)} characters long (at most {MAX_CONDITION_TEXT})")
+
+
+def _conditions(w: _Where, cond: Any) -> None:
+    """`conditions`: null (not recorded) or the probe's evidence, each part bounded."""
+    if cond is None:
+        return
+    w.typed(cond, "conditions", Mapping)
+    for part in ("interrupts", "kmsg", "applied"):
+        w.typed(cond.get(part), f"conditions.{part}", Mapping)
+        _text(w, (cond.get(part) or {}).get("error"), f"conditions.{part}.error")
+    ints = cond.get("interrupts") or {}
+    w.int(ints.get("elapsed_ns"), "conditions.interrupts.elapsed_ns", lo=0)
+    per_cpu = _bounded(w, ints.get("per_cpu"), "conditions.interrupts.per_cpu", MAX_CONDITION_CPUS)
+    for i, c in enumerate(per_cpu):
+        key = f"conditions.interrupts.per_cpu[{i}]"
+        w.typed(c, key, Mapping)
+        w.int(c.get("cpu"), f"{key}.cpu", lo=0, none=False)
+        w.int(c.get("total"), f"{key}.total", lo=0)
+        w.typed(c.get("timer"), f"{key}.timer", Mapping)
+        w.int((c.get("timer") or {}).get("count"), f"{key}.timer.count", lo=0)
+        for j, r in enumerate(_bounded(w, c.get("irqs"), f"{key}.irqs", MAX_CONDITION_IRQS)):
+            w.typed(r, f"{key}.irqs[{j}]", Mapping)
+            w.int(r.get("count"), f"{key}.irqs[{j}].count", lo=0)
+            _text(w, r.get("name"), f"{key}.irqs[{j}].name")
+    kmsg = cond.get("kmsg") or {}
+    w.int(kmsg.get("lost"), "conditions.kmsg.lost", lo=0)
+    messages = _bounded(w, kmsg.get("messages"), "conditions.kmsg.messages", MAX_CONDITION_MESSAGES)
+    for i, m in enumerate(messages):
+        w.typed(m, f"conditions.kmsg.messages[{i}]", Mapping)
+        _text(w, m.get("text"), f"conditions.kmsg.messages[{i}].text")
+        for name in ("t_us", "level", "facility"):
+            w.int(m.get(name), f"conditions.kmsg.messages[{i}].{name}", lo=0)
+    applied = cond.get("applied") or {}
+    for name in ("vm_locked_kb", "vm_rss_kb", "dma_latency_us"):
+        w.int(applied.get(name), f"conditions.applied.{name}", lo=0)
+    for i, t in enumerate(_bounded(w, applied.get("threads"), "conditions.applied.threads", 4096)):
+        w.typed(t, f"conditions.applied.threads[{i}]", Mapping)
+        for name in ("policy", "cpus_allowed"):
+            _text(w, t.get(name), f"conditions.applied.threads[{i}].{name}")
+
+
 def check_document(doc: Any, source: str) -> None:
     """UserError (one line) unless DOC has the documented structure and ranges."""
     w = _Where(source)
@@ -147,6 +207,7 @@ def check_document(doc: Any, source: str) -> None:
     w.typed(doc.get("loads"), "loads", list)
     w.typed(doc.get("params"), "params", Mapping)
     _spikes(w, doc)
+    _conditions(w, doc.get("conditions"))
     activity = doc.get("activity")
     w.typed(activity, "activity", Mapping)
     if activity:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from rtlab.analysis import (
     CaseStats,
     Comparison,
+    Conditions,
     MeterView,
     Side,
     TailFit,
@@ -22,6 +24,7 @@ from rtlab.analysis import (
     compare_sides,
     document_case_stats,
     fit_tail,
+    judge_conditions,
     meter_rows,
     refused_fit,
     resolve_raw_file,
@@ -220,3 +223,55 @@ def mixed_virtualization(recs: Sequence[ExperimentRecord]) -> str | None:
         f"the experiments ran under different virtualization ({sides}): a latency measured "
         "under a hypervisor or emulation includes it, so no verdict is given on their latencies"
     )
+
+
+@dataclass
+class CaseConditions:
+    """The conditions judged of one finished case (rtlab.analysis.judge_conditions)."""
+
+    index: int
+    series: str
+    case: str  # the case's name
+    conditions: Conditions
+
+    @property
+    def where(self) -> str:
+        return f"{self.series} / {self.case}"
+
+
+def isolated_cpus_of(system: dict[str, Any]) -> tuple[set[int], set[int]]:
+    """(isolated, nohz_full) CPUs from an experiment's fingerprint (system.json): isolcpus,
+    nohz_full or an isolated cpuset partition, and nohz_full alone."""
+
+    def cpus(key: str) -> set[int]:
+        v = system.get(key)
+        return {c for c in v if isinstance(c, int)} if isinstance(v, list) else set()
+
+    nohz = cpus("nohz_full_cpus")
+    return cpus("isolated_cpus") | nohz, nohz
+
+
+def case_conditions(
+    rec: ExperimentRecord,
+    case: CaseRecord,
+    doc: dict[str, Any] | None = None,
+    system: dict[str, Any] | None = None,
+) -> CaseConditions:
+    """CASE's conditions; a case run in an `rtlab partition` has its pinned CPUs isolated."""
+    doc = rec.document(case) if doc is None else doc
+    isolated, nohz = isolated_cpus_of(rec.system() if system is None else system)
+    if case.params.get("partition"):
+        threads = doc.get("threads")
+        for t in threads if isinstance(threads, list) else []:
+            if isinstance(t, dict) and type(t.get("cpu")) is int:
+                isolated.add(t["cpu"])
+    return CaseConditions(case.index, case.series, case.name, judge_conditions(doc, isolated, nohz))
+
+
+def experiment_conditions(
+    rec: ExperimentRecord, docs: dict[int, dict[str, Any]] | None = None
+) -> list[CaseConditions]:
+    """The conditions of every finished case of REC (DOCS: its documents by case index,
+    when read already)."""
+    system = rec.system()
+    return [case_conditions(rec, c, (docs or {}).get(c.index), system) for c in rec.done_cases]

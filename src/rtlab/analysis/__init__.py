@@ -20,6 +20,14 @@ from rtlab.analysis._comparison import (
     compare_sides,
     match_cases,
 )
+from rtlab.analysis._conditions import (
+    SYMPTOMS,
+    Conditions,
+    conditions_summary,
+    irq_label,
+    judge_conditions,
+    symptom_of,
+)
 from rtlab.analysis._document import (
     document_case_stats,
     per_thread_stats,
@@ -83,6 +91,7 @@ __all__ = [
     "OVERFLOW_AT",
     "QUANTILES",
     "RATIO_KEYS",
+    "SYMPTOMS",
     "TABLE_COUNTS",
     "TABLE_METRICS",
     "UNEXPLAINED",
@@ -94,6 +103,7 @@ __all__ = [
     "Column",
     "Comparison",
     "ComparisonRow",
+    "Conditions",
     "Estimate",
     "Exceedance",
     "Gate",
@@ -108,10 +118,13 @@ __all__ = [
     "bucket_index",
     "cause_stack",
     "compare_sides",
+    "conditions_summary",
     "describe",
     "document_case_stats",
     "explanation",
     "fit_tail",
+    "irq_label",
+    "judge_conditions",
     "match_cases",
     "meter_rows",
     "metric",
@@ -138,5 +151,6 @@ __all__ = [
     "stats_from_histogram",
     "stats_from_samples",
     "stopped_text",
+    "symptom_of",
     "unexplained_parts",
 ]

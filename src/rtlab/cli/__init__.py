@@ -61,8 +61,9 @@ def cli() -> None:
     --json prints machine-readable output on stdout (a flag, never a file name).
     Exit status: 0 ok, 1 a deadline or --fail-if threshold exceeded (or an audit FAIL),
     2 bad usage or input, 3 unsupported here, 4 internal error (set RTLAB_DEBUG=1 for
-    the traceback), 130 interrupted. The results directory is --results DIR or
-    $RTLAB_RESULTS (default ./results).
+    the traceback), 5 a result not written, 6 conditions not met (a case did not run
+    with the policy, CPUs, locked memory or DMA latency it asked for), 130 interrupted.
+    The results directory is --results DIR or $RTLAB_RESULTS (default ./results).
     """
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
@@ -26,11 +26,15 @@ from rtlab.store import Store
 from rtlab.system import EMULATED_WARNING, is_emulated, virt_label, virt_warning
 from rtlab.units import format_ns, parse_duration_ns
 
+if TYPE_CHECKING:  # rtlab.results brings numpy: not loaded by the commands without statistics
+    from rtlab.results import CaseConditions
+
 EXIT_THRESHOLD = 1
 EXIT_USAGE = 2
 EXIT_UNSUPPORTED = 3
 EXIT_INTERNAL = 4
 EXIT_OUTPUT = 5
+EXIT_CONDITIONS = 6
 
 #: A command function, as the option decorators take and return it.
 CommandFn = TypeVar("CommandFn", bound=Callable[..., Any])
@@ -162,14 +166,43 @@ def verdict(
     rows: list[dict[str, Any]],
     deadline_ns: int | None,
     virtualization: dict[str, Any] | None = None,
+    conditions: Sequence[CaseConditions] = (),
 ) -> tuple[int, Text | None]:
-    """PASS/FAIL of finished cases (rows with series, case, max) against the deadline:
-    (exit status, one line). FAIL when a case's max exceeds it; (0, None) without one.
-    Measured under emulation (VIRTUALIZATION says TCG) there is no verdict: the latencies
-    are emulation times; under a hypervisor the verdict says it includes the hypervisor's."""
+    """The verdict of finished cases (rows with series, case, max): (exit status, its
+    lines). CONDITIONS NOT MET, exit 6, when some case did not run in the conditions it
+    asked for (CONDITIONS, whatever the deadline); else PASS/FAIL against the deadline,
+    FAIL (exit 1) when a case's max exceeds it, (0, None) without one. Measured under
+    emulation (VIRTUALIZATION says TCG) there is no PASS/FAIL: the latencies are emulation
+    times; under a hypervisor the verdict says it includes the hypervisor's. The
+    conditions' warnings follow, one line per case; they change no exit status."""
+    status, first = _latency_verdict(rows, deadline_ns, virtualization or {})
+    lines = [first] if first is not None else []
+    not_met = [c for c in conditions if not c.conditions.met]
+    if not_met:
+        status = EXIT_CONDITIONS
+        if not is_emulated(virtualization or {}):
+            lines = []
+        shown = "; ".join(f"{c.where}: {', '.join(c.conditions.not_met)}" for c in not_met[:3])
+        more = f"; and {len(not_met) - 3} more case(s)" if len(not_met) > 3 else ""
+        judged = (
+            f" (latencies not judged against {format_ns(deadline_ns)})"
+            if deadline_ns is not None and not is_emulated(virtualization or {})
+            else ""
+        )
+        lines.append(line(("CONDITIONS NOT MET", "bold red"), f": {shown}{more}{judged}"))
+    for c in conditions:
+        if c.conditions.warnings:
+            lines.append(
+                line(("warning", "yellow"), f": {c.where}: {'; '.join(c.conditions.warnings)}")
+            )
+    return status, Text("\n").join(lines) if lines else None
+
+
+def _latency_verdict(
+    rows: list[dict[str, Any]], deadline_ns: int | None, v: dict[str, Any]
+) -> tuple[int, Text | None]:
     if deadline_ns is None:
         return 0, None
-    v = virtualization or {}
     if is_emulated(v):
         return 0, line(
             ("NO VERDICT", "bold yellow"),
@@ -192,18 +225,43 @@ def verdict(
 
 
 def verdict_fields(
-    status: int, deadline_ns: int | None, virtualization: dict[str, Any] | None
+    status: int,
+    deadline_ns: int | None,
+    virtualization: dict[str, Any] | None,
+    conditions: Sequence[CaseConditions] = (),
 ) -> dict[str, Any]:
-    """The verdict keys of --json: `verdict` PASS, FAIL or null (no deadline, or emulated:
-    `no_verdict` says why), the `virtualization` it was measured under and its warning."""
+    """The verdict keys of --json: `verdict` PASS, FAIL, CONDITIONS NOT MET or null (no
+    deadline, or emulated: `no_verdict` says why), the `virtualization` it was measured
+    under and its warning, `conditions_not_met` and `condition_warnings` (one object per
+    reason: series, case, reason)."""
     v = virtualization or {}
-    emulated = is_emulated(v) and deadline_ns is not None
+    not_met = condition_items(conditions, "not_met")
+    emulated = is_emulated(v) and (deadline_ns is not None or bool(not_met))
+    if emulated:
+        word = None
+    elif not_met:
+        word = "CONDITIONS NOT MET"
+    elif deadline_ns is None:
+        word = None
+    else:
+        word = "FAIL" if status else "PASS"
     return {
-        "verdict": None if deadline_ns is None or emulated else ("FAIL" if status else "PASS"),
+        "verdict": word,
         "no_verdict": EMULATED_WARNING if emulated else None,
         "virtualization": virt_label(v),
         "virtualization_warning": virt_warning(v),
+        "conditions_not_met": not_met,
+        "condition_warnings": condition_items(conditions, "warnings"),
     }
+
+
+def condition_items(conditions: Sequence[CaseConditions], which: str) -> list[dict[str, Any]]:
+    """Each reason (WHICH: "not_met" or "warnings") of CONDITIONS as {series, case, reason}."""
+    return [
+        {"series": c.series, "case": c.case, "reason": r}
+        for c in conditions
+        for r in getattr(c.conditions, which)
+    ]
 
 
 def print_views(out: Console, tables: list, title_suffix: str = "") -> None:

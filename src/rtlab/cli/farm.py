@@ -30,6 +30,7 @@ from rtlab.targets._farm import (
     member_argv,
     member_records,
     run_farm,
+    worst_exit,
 )
 
 
@@ -83,8 +84,9 @@ def farm_run(
     fails does not stop the others; the summary says which failed and why. The boards'
     experiments are grouped under a farm run: `rtlab report FARM-ID` compares them.
 
-    Exit status: the worst of the targets' (0 ok, 1 a deadline exceeded, 2 bad input,
-    3 unreachable or lost, 4 internal error), 130 when interrupted.
+    Exit status: the worst of the targets' (0 ok, 1 a deadline exceeded, 6 conditions not
+    met, then 2 bad input, 3 unreachable or lost, 4 internal error, 5 output not written),
+    130 when interrupted.
     """
     path = Path(targets_path)
     specs = list(read_targets(path).values())
@@ -121,7 +123,7 @@ def farm_run(
         _print_summary(farm, report)
     if interrupted:
         return EXIT_INTERRUPTED
-    return max((m.exit_code or 0) for m in farm.members) if farm.members else 0
+    return worst_exit([m.exit_code or 0 for m in farm.members])
 
 
 def _report(store: Store, farm: Farm, deadline: int | None) -> str | None:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from rtlab.cli._common import (
     DURATION,
+    EXIT_CONDITIONS,
+    EXIT_THRESHOLD,
+    condition_items,
     console,
     line,
     print_json,
@@ -88,7 +92,8 @@ def report(
     histograms, exceedance and latency-over-time plots, tables (each also as a CSV
     file beside the HTML), comparison and audit findings. One file, no network needed.
     With a deadline (--deadline, or each experiment's own) the exit status is 1 when
-    any case's maximum exceeds it.
+    any case's maximum exceeds it; it is 6 (CONDITIONS NOT MET) when a case did not run
+    in the conditions it asked for (policy, CPUs, locked memory, DMA latency).
     """
     from rtlab.report import write_report
 
@@ -106,20 +111,34 @@ def report(
         recs, path, deadline_ns=deadline, loads=load_levels, pwcet_p=pwcet_p, rate_hz=rate
     )
     status, lines, judged, withheld = 0, [], False, []
+    mixed = mixed_virtualization(recs)
+    many = len(result.experiments) > 1
+    not_met: list[dict[str, Any]] = []
+    warned: list[dict[str, Any]] = []
+    refused = False  # conditions not met where a verdict could be given
     for e in result.experiments:
         virt = e.rec.manifest.virtualization
-        code, text = verdict(e.verdict_rows(), e.deadline_ns, virt)
+        rows = [] if mixed else e.verdict_rows()
+        code, text = verdict(rows, None if mixed else e.deadline_ns, virt, e.conditions)
         status = max(status, code)
         if text is not None:
-            lines.append(text)
-            if is_emulated(virt):
+            lines.append(line(f"{e.id}: ", text) if many else text)
+        emulated = is_emulated(virt)
+        refused = refused or (code == EXIT_CONDITIONS and not emulated)
+        if e.deadline_ns is not None and not mixed:
+            if emulated:
                 withheld.append(e.id)
-            else:
+            elif code != EXIT_CONDITIONS:
                 judged = True
-    mixed = mixed_virtualization(recs)
+        for items, which in ((not_met, "not_met"), (warned, "warnings")):
+            items += [{"experiment": e.id, **x} for x in condition_items(e.conditions, which)]
     if mixed:  # each side's latencies include a different hypervisor (or none)
-        status, judged = 0, False
-        lines = [line(("NO VERDICT", "bold yellow"), f": {mixed}")]
+        judged = False
+        lines.insert(0, line(("NO VERDICT", "bold yellow"), f": {mixed}"))
+    if refused:
+        word: str | None = "CONDITIONS NOT MET"
+    else:
+        word = "FAIL" if status == EXIT_THRESHOLD else ("PASS" if judged else None)
     if as_json:
         print_json(
             {
@@ -127,12 +146,14 @@ def report(
                 "csv": [str(p) for p in result.csv],
                 "figures": result.figures,
                 "tables": result.tables,
-                "verdict": "FAIL" if status else ("PASS" if judged else None),
+                "verdict": word,
                 "no_verdict": mixed or {i: EMULATED_WARNING for i in withheld} or None,
                 "virtualization": {
                     e.id: virt_label(e.rec.manifest.virtualization) for e in result.experiments
                 },
                 "warnings": result.warnings,
+                "conditions_not_met": not_met,
+                "condition_warnings": warned,
             }
         )
         return status

@@ -32,7 +32,7 @@ from rtlab.experiment import Experiment, preset_names
 from rtlab.measure import Measured, Settings, measure, plan, resume
 from rtlab.probecall import probe_argv
 from rtlab.records import CaseRecord
-from rtlab.results import effective_deadline, stats_rows
+from rtlab.results import effective_deadline, experiment_conditions, stats_rows
 from rtlab.runner import Display
 from rtlab.store import ExperimentRecord, Store
 from rtlab.units import format_ns
@@ -289,8 +289,9 @@ def _summary(rec: ExperimentRecord, report: Path | None, ran: int, **extra: Any)
 def _finish(
     rec: ExperimentRecord, deadline: int | None, as_json: bool, written: Report | None, ran: int
 ) -> int:
-    """The verdict against the deadline in effect: exit 1 when it is exceeded. The
-    statistics come from the report just WRITTEN, or are computed when there is none."""
+    """The verdict against the deadline in effect: exit 1 when it is exceeded, 6 when a
+    case's conditions were not met. The statistics come from the report just WRITTEN, or
+    are computed when there is none."""
     dl = effective_deadline(rec, deadline)
     if dl is None:
         rows = []
@@ -299,10 +300,13 @@ def _finish(
     else:
         rows = stats_rows(rec, dl)
     virt = rec.manifest.virtualization
-    status, verdict_line = verdict(rows, dl, virt)
+    conditions = (
+        written.experiments[0].conditions if written is not None else experiment_conditions(rec)
+    )
+    status, verdict_line = verdict(rows, dl, virt, conditions)
     if as_json:
         report = None if written is None else written.html
-        fields = verdict_fields(status, dl, virt)
+        fields = verdict_fields(status, dl, virt, conditions)
         print_json(_summary(rec, report, ran, interrupted=False, deadline_ns=dl, **fields))
     elif verdict_line is not None:
         console(err=True).print(verdict_line)

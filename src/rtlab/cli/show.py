@@ -8,7 +8,15 @@ from typing import Any
 import click
 from rich.console import Console
 
-from rtlab.analysis import EXPORT_METRICS, METRICS, TABLE_COUNTS, TABLE_METRICS, Estimate
+from rtlab.analysis import (
+    EXPORT_METRICS,
+    METRICS,
+    TABLE_COUNTS,
+    TABLE_METRICS,
+    Estimate,
+    conditions_summary,
+    irq_label,
+)
 from rtlab.cli._common import (
     DURATION,
     check_exclusive,
@@ -36,10 +44,12 @@ from rtlab.cli._pwcet import (
     to_json,
 )
 from rtlab.results import (
+    CaseConditions,
     all_case_stats,
     by_series,
     case_tail,
     effective_deadline,
+    experiment_conditions,
     meter_tables,
     setup_label,
     stats_rows,
@@ -48,6 +58,8 @@ from rtlab.store import ExperimentRecord
 from rtlab.units import format_ns
 
 CSV_COLUMNS = ["experiment", "series", "case", "label", *EXPORT_METRICS, "deadline_ns"]
+#: Kernel messages of a case printed (all of them in --json).
+SHOWN_MESSAGES = 5
 SHOWN = [METRICS[k] for k in (*TABLE_METRICS, *TABLE_COUNTS)]
 
 
@@ -89,7 +101,8 @@ def show(
             row.update(csv_fields(est))
     dl = effective_deadline(rec, deadline)
     virt = rec.manifest.virtualization
-    status, verdict_line = verdict(rows, dl, virt)
+    conditions = experiment_conditions(rec)
+    status, verdict_line = verdict(rows, dl, virt, conditions)
     views = meter_tables(rec, deadline, stats)
     if as_json:
         print_json(
@@ -100,8 +113,12 @@ def show(
                 "setup": setup_label(rec),
                 "notes": rec.manifest.notes,
                 "deadline_ns": dl,
-                **verdict_fields(status, dl, virt),
+                **verdict_fields(status, dl, virt, conditions),
                 "rows": rows,
+                "conditions": [
+                    {"index": c.index, "series": c.series, "case": c.case} | c.conditions.to_json()
+                    for c in conditions
+                ],
                 "meters": {view.meter: vrows for view, vrows in views},
             }
         )
@@ -142,9 +159,41 @@ def show(
         out.print("system activity while measuring (CPU busy %, switches/s, interrupts/s):")
         for text in activity:
             out.print(line(f"  {text}"))
+    _print_conditions(out, conditions)
     if verdict_line is not None:
         out.print(verdict_line)
     return status
+
+
+def _print_conditions(out: Console, conditions: list[CaseConditions]) -> None:
+    """A line per case of what it really ran with; below a case whose conditions were not
+    met or warn, the top interrupts of its isolated or nohz_full CPUs and its kernel log
+    (--json has every row). One line when no case recorded any."""
+    if not conditions:
+        return
+    if all(c.conditions.recorded or c.conditions.met for c in conditions) and not any(
+        c.conditions.recorded for c in conditions
+    ):
+        out.print("conditions while measuring: not recorded (older probe documents or imported)")
+        return
+    out.print("conditions while measuring (read back, interrupts per measured CPU, kernel log):")
+    for c in conditions:
+        cond = c.conditions
+        state = "" if cond.met else "NOT MET: "
+        out.print(line(f"  {c.where}: ", (state, "bold red"), conditions_summary(cond)))
+        if not cond.warnings and cond.met:
+            continue
+        for cpu in cond.cpus:
+            if cpu["isolated"] or cpu["nohz_full"]:
+                top = ", ".join(
+                    f"{irq_label(r['irq'], r['name'])} {r['count']:,}" for r in cpu["irqs"][:4]
+                )
+                out.print(line(f"    CPU {cpu['cpu']} interrupts: {top or 'none'}"))
+        for m in cond.messages[:SHOWN_MESSAGES]:
+            who = " (logged by user space)" if m["user_space"] else ""
+            out.print(line(f"    kernel log: {m['text']}{who}"))
+        if len(cond.messages) > SHOWN_MESSAGES:
+            out.print(f"    kernel log: {len(cond.messages) - SHOWN_MESSAGES} more (--json)")
 
 
 def _print_pwcet(

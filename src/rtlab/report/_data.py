@@ -24,10 +24,12 @@ from rtlab.analysis import (
 from rtlab.errors import UserError
 from rtlab.records import CaseRecord
 from rtlab.results import (
+    CaseConditions,
     case_samples,
     case_stats,
     case_tail,
     effective_deadline,
+    experiment_conditions,
     setup_labels,
     view_rows,
 )
@@ -119,6 +121,7 @@ class ExperimentData:
     cut_short: list[CaseData] = field(default_factory=list)  # documents marked incomplete
     pwcet_p: float | None = None  # the probability asked for (report --pwcet)
     rate_hz: float = DEFAULT_RATE_HZ  # activations per second for "once per ..."
+    conditions: list[CaseConditions] = field(default_factory=list)  # of the finished cases
 
     @property
     def id(self) -> str:
@@ -322,6 +325,7 @@ def collect(
             audit=load_audit(rec.path),
             pwcet_p=pwcet_p,
             rate_hz=rate_hz,
+            conditions=experiment_conditions(rec, docs),
         )
         data.cut_short = [c for c in data.cases() if not c.complete]
         out.append(data)

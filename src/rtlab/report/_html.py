@@ -13,7 +13,7 @@ from typing import Any
 from rtlab import __version__
 from rtlab._output import csv_text
 from rtlab.errors import UserError
-from rtlab.report import _pwcet
+from rtlab.report import _conditions, _pwcet
 from rtlab.report._comparison import comparison_tables
 from rtlab.report._data import ExperimentData, collect
 from rtlab.report._spikes import TITLE as SPIKES_TITLE
@@ -134,6 +134,10 @@ def _headline(exps: list[ExperimentData]) -> dict[str, Any]:
             f"{format_ns(tight['margin_ns'])} ({tight['series']}, worst max "
             f"{format_ns(tight['max_ns'])} at {tight['max_case']})."
         )
+    refused, condition_lines = _conditions.headline(exps)
+    if refused:  # a case measured something else than asked: no PASS/FAIL
+        status, judged, lines = "CONDITIONS NOT MET", [], list(virt_lines)
+    lines += condition_lines
     rates = {e.id: e.rate_hz for e in exps}
     for v in judged:  # the probabilistic side of the verdict (pWCET), when fitted
         text = _pwcet.headline(v, rates[v["experiment"]])
@@ -190,6 +194,15 @@ def build_sections(exps: list[ExperimentData], loads: Sequence[int]) -> list[Sec
         names += [s.name for s in e.series if s.cases and s.name not in names]
     secs: list[Section] = []
     secs.append(Section("verdict", "Verdict", tables=[verdict_table(exps)]))
+    if _conditions.shown(exps):
+        secs.append(
+            Section(
+                "conditions",
+                _conditions.TITLE,
+                _conditions.INTRO,
+                tables=[_conditions.conditions_table(exps)],
+            )
+        )
     secs.append(
         Section(
             "measured",

@@ -80,6 +80,7 @@ def series_verdicts(exps: list[ExperimentData]) -> list[dict[str, Any]]:
             wp = max(live, key=lambda c: c.stats.p999)
             dl = e.deadline_ns
             emulated = is_emulated(e.rec.manifest.virtualization)
+            unmet = [c.case for c in e.conditions if c.series == s.name and not c.conditions.met]
             row = {
                 "experiment": e.id,
                 "setup": e.setup,
@@ -96,10 +97,12 @@ def series_verdicts(exps: list[ExperimentData]) -> list[dict[str, Any]]:
                 "p999_verdict": None,
                 "p999_margin_ns": None,
                 "misses": None,
-                "no_verdict": "emulated (TCG)" if emulated and dl is not None else None,
+                "no_verdict": "emulated (TCG)"
+                if emulated and dl is not None
+                else (f"conditions not met ({', '.join(unmet)})" if unmet else None),
                 **dict.fromkeys(_pwcet.FIELDS),
             }
-            if dl is not None and not emulated:
+            if dl is not None and not emulated and not unmet:
                 row["verdict"] = "PASS" if wmax.stats.max <= dl else "FAIL"
                 row["margin_ns"] = dl - wmax.stats.max
                 row["p999_verdict"] = "PASS" if wp.stats.p999 <= dl else "FAIL"

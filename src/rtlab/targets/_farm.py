@@ -35,6 +35,21 @@ from rtlab.targets._spec import TargetSpec
 FARM_FILE = "farm.json"
 FARM_SCHEMA = 1
 EXIT_INTERRUPTED = 130
+#: Exit statuses of a member that measured and stored its experiment: 0 ok, 1 a deadline
+#: exceeded, 6 conditions not met (rtlab.cli._common).
+MEASURED_EXITS = (0, 1, 6)
+#: The farm's exit status is its members' worst, in this order (best first): a judged result
+#: (ok, deadline exceeded, conditions not met) before a member that could not measure (bad
+#: input, unsupported or lost, internal error, output not written).
+EXIT_ORDER = (0, 1, 6, 2, 3, 4, 5)
+
+
+def worst_exit(codes: list[int]) -> int:
+    """The worst of the members' exit statuses (EXIT_ORDER; an unknown one is worst)."""
+    rank = {c: i for i, c in enumerate(EXIT_ORDER)}
+    return max(codes, key=lambda c: rank.get(c, len(EXIT_ORDER)), default=0)
+
+
 STATUSES = ("pending", "running", "done", "incomplete", "failed", "interrupted")
 
 
@@ -230,7 +245,7 @@ async def _member(
     m.verdict = summary.get("verdict")
     if rc == EXIT_INTERRUPTED:
         m.status = "interrupted"
-    elif rc in (0, 1) and summary.get("complete"):
+    elif rc in MEASURED_EXITS and summary.get("complete"):
         m.status = "done"
     else:
         m.status = "failed"
