@@ -171,6 +171,22 @@ def test_memory_not_locked():
     assert judge_conditions(d).met
 
 
+def test_the_pagefault_meter_locks_memory_only_when_its_protection_says_so():
+    d = doc(meter="pagefault", protect="none")  # it undoes the runner's mlockall by design
+    d["conditions"]["applied"]["vm_locked_kb"] = 0
+    assert judge_conditions(d).met
+    d["params"]["protect"] = "mlock+prefault"
+    assert judge_conditions(d).not_met == ["memory not locked: 0 of 20,100 kB resident locked"]
+
+
+def test_the_deadline_mechanism_runs_sched_deadline_by_design():
+    d = doc(meter="periodic", mechanism="deadline")  # params.policy stays the default fifo:99
+    d["conditions"]["applied"]["threads"][0]["policy"] = "deadline:100us/1ms/1ms"
+    assert judge_conditions(d).met
+    d["conditions"]["applied"]["threads"][0]["policy"] = "other:0"
+    assert judge_conditions(d).not_met == ["T0 ran other:0, not deadline"]
+
+
 @pytest.mark.parametrize(
     ("held", "reason"),
     [
