@@ -26,7 +26,7 @@ from rtlab.system import (
     run_audit,
 )
 from rtlab.system._capture import capture
-from rtlab.system._kconfig_fragment import kconfig_fragment, settings
+from rtlab.system._kconfig_fragment import VARIANTS, kconfig_fragment, settings
 from rtlab.units import format_ns
 
 STYLE = {OK: "green", INFO: "cyan", WARN: "yellow", FAIL: "bold red"}
@@ -100,6 +100,11 @@ def _write_atomic(path: Path, text: str) -> None:
     metavar="FILE",
     help="write a kernel config fragment for the kernel findings to FILE (- for stdout)",
 )
+@click.option(
+    "--kconfig-variant",
+    type=click.Choice(VARIANTS),
+    help="debug: also the latency tracers; production: the tracers removed (with --kconfig)",
+)
 def audit(
     root_dir: str | None,
     from_file: str | None,
@@ -111,6 +116,7 @@ def audit(
     rt_cpus: str | None,
     capture_dir: str | None,
     kconfig: str | None,
+    kconfig_variant: str | None,
 ) -> int:
     """Check kernel, boot parameters and settings for real-time readiness.
 
@@ -119,6 +125,8 @@ def audit(
     Exit status: 0 without FAIL findings, 1 with, 2 on bad input.
     """
     target = None
+    if kconfig_variant is not None and kconfig is None:
+        raise click.UsageError("--kconfig-variant needs --kconfig")
     if kconfig is not None:
         if capture_dir:
             raise click.UsageError("--kconfig and --capture exclude each other")
@@ -144,7 +152,9 @@ def audit(
         facts.virtualization = where.virtualization  # the host knows (accel, its kernel)
     findings = run_audit(facts, Context(deadline_ns=deadline))
     fragment = (
-        "" if kconfig is None else kconfig_fragment(facts, findings, root.describe(), __version__)
+        ""
+        if kconfig is None
+        else kconfig_fragment(facts, findings, root.describe(), __version__, kconfig_variant)
     )
     if kconfig == "-":
         click.echo(fragment, nl=False)
