@@ -17,6 +17,7 @@ from typing import Any
 
 from rtlab.system._audit import FAIL, INFO, OK, WARN, Check, Context, cpus, dedicated, rt_explicit
 from rtlab.system._facts import Facts
+from rtlab.units import format_ns
 
 US, MS = 1_000, 1_000_000
 CPU = "/sys/devices/system/cpu"
@@ -36,13 +37,14 @@ class Reach:
 
 
 REACH = {
-    "rt": Reach("worst case tens of µs on typical hardware (about 100 µs under load)", 0, 100 * US),
+    "rt": Reach("worst case tens of µs on typical hardware, about 100 µs under load", 0, 100 * US),
     "full": Reach("worst case hundreds of µs, a few ms under load", 100 * US, 10 * MS),
     "none": Reach("worst case several ms, tens of ms under load", 1 * MS, 100 * MS),
 }
 REACH["lazy"] = REACH["full"]
 REACH["voluntary"] = REACH["none"]
 TIGHT_NS = 1 * MS  # below this, only PREEMPT_RT is recommended
+TIGHT = "1 ms"
 
 
 def duration_arg(ns: int) -> str:
@@ -88,19 +90,19 @@ class PreemptModel(Check):
                 return OK, ""
             status = INFO if model in ("full", "lazy") else WARN
             return status, (
-                f"for deadlines below {duration_arg(TIGHT_NS)}: {better}; give --deadline to "
+                f"for deadlines below {TIGHT}: {better}; give --deadline to "
                 f"judge this model against it; {_measure(ctx)}"
             )
         if d >= reach.ok_from_ns:
             return OK, ""
         if model == "rt":  # no model reaches further: the hardware and tuning decide
             return WARN, (
-                f"deadline {duration_arg(d)} is borderline even for PREEMPT_RT: isolate the "
+                f"deadline {format_ns(d)} is borderline even for PREEMPT_RT: isolate the "
                 f"CPU and tune it (rtlab tune); {_measure(ctx)}"
             )
         if d < reach.fail_below_ns:
-            return FAIL, f"deadline {duration_arg(d)} is out of this model's reach: {better}"
-        return WARN, f"deadline {duration_arg(d)} is borderline for this model: {better}; " + (
+            return FAIL, f"deadline {format_ns(d)} is out of this model's reach: {better}"
+        return WARN, f"deadline {format_ns(d)} is borderline for this model: {better}; " + (
             _measure(ctx)
         )
 

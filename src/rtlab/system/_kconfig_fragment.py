@@ -110,6 +110,11 @@ def _nohz_full(fr: Fragment, f: Facts, x: Finding) -> None:
         fr.set(TICK_MODES[f.timer_mode], None, x.id, "the tick-handling choice holds one mode")
 
 
+def _nohz_full_isolated(fr: Fragment, f: Facts, x: Finding) -> None:
+    if dedicated(f):  # boot.nohz_full advises full dynticks for isolated CPUs only
+        _nohz_full(fr, f, x)
+
+
 def _timer_mode(fr: Fragment, f: Facts, x: Finding) -> None:
     if dedicated(f):  # isolated CPUs: full dynticks, for one busy task each (the comment)
         _nohz_full(fr, f, x)
@@ -224,7 +229,7 @@ SETTERS: dict[str, Callable[[Fragment, Facts, Finding], None]] = {
     "timer.mode": _timer_mode,
     "timer.hres": _hres,
     "boot.isolcpus": _isolation,
-    "boot.nohz_full": _nohz_full,
+    "boot.nohz_full": _nohz_full_isolated,
     "boot.nohz_full_config": _nohz_full,
     "boot.rcu_nocbs_nohz": _rcu_nocbs,
     "boot.rcu_nocbs": _rcu_nocbs,
