@@ -131,7 +131,8 @@ class IdleExitLatency(Check):
             "disable; done; done; or hold /dev/cpu_dma_latency at 0 "
             "(rtlab-probe wakeup --dma-latency 0us); or build without CONFIG_CPU_IDLE (the "
             "CPUs then only use the architecture's default idle instruction: more power and "
-            "heat, and on x86 ACPI processor C-states select CPU_IDLE, so it cannot go there)"
+            "heat; a kernel with the ACPI processor driver, the default on ACPI x86 and arm64, "
+            "selects CPU_IDLE)"
         )
         return (FAIL if ctx.deadline_ns else WARN), fix
 

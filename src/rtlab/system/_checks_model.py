@@ -17,7 +17,6 @@ from typing import Any
 
 from rtlab.system._audit import FAIL, INFO, OK, WARN, Check, Context, cpus, dedicated, rt_explicit
 from rtlab.system._facts import Facts
-from rtlab.units import format_ns
 
 US, MS = 1_000, 1_000_000
 CPU = "/sys/devices/system/cpu"
@@ -53,6 +52,13 @@ def duration_arg(ns: int) -> str:
         if ns % scale == 0:
             return f"{ns // scale}{unit}"
     return f"{ns}ns"
+
+
+def _prose(ns: int) -> str:
+    """NS for people, exact: 50 µs, 2 ms."""
+    arg = duration_arg(ns)
+    number = arg.rstrip("nmsu")
+    return f"{number} {arg[len(number) :].replace('us', 'µs')}"
 
 
 def _measure(ctx: Context) -> str:
@@ -97,12 +103,14 @@ class PreemptModel(Check):
             return OK, ""
         if model == "rt":  # no model reaches further: the hardware and tuning decide
             return WARN, (
-                f"deadline {format_ns(d)} is borderline even for PREEMPT_RT: isolate the "
+                f"deadline {_prose(d)} is borderline even for PREEMPT_RT: isolate the "
                 f"CPU and tune it (rtlab tune); {_measure(ctx)}"
             )
         if d < reach.fail_below_ns:
-            return FAIL, f"deadline {format_ns(d)} is out of this model's reach: {better}"
-        return WARN, f"deadline {format_ns(d)} is borderline for this model: {better}; " + (
+            return FAIL, (
+                f"deadline {_prose(d)} is out of this model's reach: {better}; " + _measure(ctx)
+            )
+        return WARN, f"deadline {_prose(d)} is borderline for this model: {better}; " + (
             _measure(ctx)
         )
 
