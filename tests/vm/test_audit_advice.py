@@ -11,12 +11,13 @@ import sys
 
 from .conftest import RT_CPU, STATE, Guest
 
-SEP = "----8<----"
+SEP = "==== next audit ===="
 
 
 def _two_audits(guest: Guest) -> tuple[dict, dict]:
     run = f"RTLAB_STATE={STATE} {shlex.quote(sys.executable)} -m rtlab.cli audit --json"
-    out = guest.sh(f"{run} --deadline 100us; echo {SEP}; {run} --rt-cpus 0", check=False)
+    sep = shlex.quote(SEP)
+    out = guest.sh(f"{run} --deadline 100us; echo {sep}; {run} --rt-cpus 0", check=False)
     first, second = out.split(SEP + "\n")
     return (
         {f["id"]: f for f in json.loads(first)["findings"]},

@@ -87,7 +87,11 @@ def _write_atomic(path: Path, text: str) -> None:
     help="a target not in known_hosts yet: record its host key (a changed key is refused)",
 )
 @click.option("--json", "as_json", is_flag=True, help='JSON on stdout: {"facts", "findings"}')
-@click.option("--deadline", type=DURATION, help="latency requirement, e.g. 100us (idle states)")
+@click.option(
+    "--deadline",
+    type=DURATION,
+    help="latency requirement, e.g. 100us (preemption model, idle states)",
+)
 @click.option("--rt-cpus", metavar="LIST", help="the real-time CPUs (default: the isolated ones)")
 @click.option(
     "--capture",
