@@ -1,7 +1,8 @@
 """Checks whose advice depends on what the system is for: the preemption model against the
 deadline, the tick mode against what the real-time CPUs run.
 
-Published measurements behind the advice (docs/audit.md#preemption-model-and-tick-mode):
+Published measurements behind the advice (docs/audit.md, "Preemption model, tick mode,
+throttling, governor"):
 periodic ticks gave the lowest latencies, tickless idle (NO_HZ_IDLE) a worse mean and
 tail because every wake-up from idle restarts the tick and leaves a deeper idle state,
 full dynticks (NO_HZ_FULL) worse still unless its conditions hold; the kernel's
@@ -42,8 +43,7 @@ REACH = {
 }
 REACH["lazy"] = REACH["full"]
 REACH["voluntary"] = REACH["none"]
-TIGHT_NS = 1 * MS  # below this, only PREEMPT_RT is recommended
-TIGHT = "1 ms"
+TIGHT = "1 ms"  # below this deadline, only PREEMPT_RT is recommended
 
 
 def duration_arg(ns: int) -> str:
