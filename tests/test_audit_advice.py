@@ -81,6 +81,12 @@ def test_the_preemption_model_is_rated_against_the_deadline(
         assert f"rtlab run quick --deadline {arg} under the expected load" in x.fix
 
 
+def test_a_dynamic_kernel_of_unknown_model_is_not_judged(tmp_path):
+    config = "# CONFIG_PREEMPT_VOLUNTARY is not set"  # no default model left to read
+    x = audit(tree(tmp_path, "desktop", config=config), deadline_ns=100 * US)[1]["kernel.preempt"]
+    assert x.status == "INFO" and "PREEMPT_DYNAMIC kernel running an unknown model" in x.evidence
+
+
 def test_without_a_deadline_the_generic_kernel_does_not_fail_the_audit(rtlab):
     rc, out, _ = rtlab("audit", "--root", str(SYSTEMS / "this-vm"))
     assert rc == 0 and "kernel.preempt" in out and "below 1 ms" in out

@@ -80,6 +80,14 @@ class PreemptModel(Check):
     def available(self, f: Facts) -> bool:
         return f.preempt_model != "unknown" and f.preempt_model.split(":")[-1] in REACH
 
+    def missing_for(self, f: Facts) -> str:
+        if f.preempt_model.startswith("dynamic"):
+            return (
+                "PREEMPT_DYNAMIC kernel running an unknown model (no "
+                "/sys/kernel/debug/sched/preempt, preempt= or configured default)"
+            )
+        return self.missing
+
     def read(self, f: Facts) -> tuple[Any, str]:
         where = f.config_source or "/proc/sys/kernel/version"
         if f.preempt_debugfs:
