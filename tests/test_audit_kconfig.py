@@ -307,7 +307,7 @@ def test_fragment_syntax_on_every_fixture(rtlab, system):
     _, doc = rtlab("audit", "--root", str(SYSTEMS / system), "--json")[:2]
     findings = {f["id"]: SimpleNamespace(**f) for f in json.loads(doc)["findings"]}
     assert err == "" and text.endswith("\n")
-    assert rc == (0 if system == "rt-board" else 1)
+    assert rc == (1 if system == "desktop" else 0)  # this-vm: no FAIL without a deadline
     for line in text.splitlines():
         assert line == "" or line.startswith("#") or SETTING.match(line), line
         if not line.startswith("#") and line:
@@ -331,9 +331,10 @@ def test_desktop_fragment(rtlab):
         "CONFIG_HZ_1000=y",
         "# CONFIG_HZ_250 is not set",
         "CONFIG_HZ=1000",
-        "CONFIG_NO_HZ_FULL=y",
+        "CONFIG_HZ_PERIODIC=y",  # no isolated CPU: periodic, not full dynticks
         "# CONFIG_NO_HZ_IDLE is not set",
         "CONFIG_CPU_ISOLATION=y",
+        "CONFIG_CPU_FREQ_DEFAULT_GOV_PERFORMANCE=y",
         "CONFIG_FTRACE=y",
         "CONFIG_HWLAT_TRACER=y",
     ]
@@ -415,7 +416,7 @@ def test_kconfig_file_is_written_atomically_beside_the_human_report(rtlab, tmp_p
     target.write_text("old\n")
     rc, out, err = rtlab("audit", "--root", str(SYSTEMS / "desktop"), "--kconfig", str(target))
     assert rc == 1 and err == ""
-    assert f"kernel config fragment: 11 settings written to {target}" in out
+    assert f"kernel config fragment: 12 settings written to {target}" in out
     _, stdout_text, _ = rtlab("audit", "--root", str(SYSTEMS / "desktop"), "--kconfig", "-")
     assert target.read_text() == stdout_text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rt.config"]

@@ -64,6 +64,18 @@ CONFIG_NO_HZ_IDLE=y
 # CONFIG_HIGH_RES_TIMERS is not set
 """
 LOW_RES = {"proc/timer_list": "cpu: 0\n  .hres_active    : 0\n"}  # what that kernel shows
+# A desktop's CPUs: schedutil, and C-states up to 133 µs (tickless idle pays their exit).
+DEEP_IDLE = {
+    f"sys/devices/system/cpu/cpu{c}/{name}": text
+    for c in range(4)
+    for name, text in (
+        ("cpufreq/scaling_governor", "schedutil"),
+        ("cpuidle/state1/name", "C1"),
+        ("cpuidle/state1/latency", "2"),
+        ("cpuidle/state2/name", "C6"),
+        ("cpuidle/state2/latency", "133"),
+    )
+}
 PERIODIC = """\
 # CONFIG_PREEMPT_DYNAMIC is not set
 CONFIG_PREEMPT=y
@@ -100,6 +112,7 @@ CASES = [
     Case("server-nohz-full", GENERIC, SERVER, "nohz_full=3", "rt", files=LOW_RES),
     Case("periodic", GENERIC, PERIODIC, "isolcpus=2-3 rcu_nocbs=2-3", "rt"),
     Case("no-config", GENERIC, "", "quiet", "rt", readable=False),
+    Case("desktop-deep-idle", GENERIC, "", "quiet", "rt", files=DEEP_IDLE),
 ]
 
 
@@ -268,6 +281,52 @@ def against_61() -> tuple[dict[str, str], dict[str, str]]:
             symbol, where, *_ = rest.split("\t")
             (since if kind == "since" else moved)[symbol] = where
     return since, moved
+
+
+def test_tickless_idle_with_deep_idle_states_gets_a_periodic_tick_and_performance(merged):
+    """No isolated CPU, C-states of 133 µs: the fragment makes the tick periodic (the
+    NO_HZ_FULL of Debian's configuration unset) and the performance governor the
+    default (schedutil unset), and both survive olddefconfig."""
+    m = merged("desktop-deep-idle")
+    assert m.findings["timer.mode"] == "INFO" and m.findings["cpu.governor"] == "WARN"
+    assert m.base["CONFIG_NO_HZ_FULL"] == "y" and m.base["CONFIG_CPU_FREQ_DEFAULT_GOV_SCHEDUTIL"]
+    lines = settings(m.fragment)
+    assert "CONFIG_HZ_PERIODIC=y" in lines and "# CONFIG_NO_HZ_FULL is not set" in lines
+    assert "# CONFIG_CPU_FREQ_DEFAULT_GOV_SCHEDUTIL is not set" in lines
+    assert m.result["CONFIG_HZ_PERIODIC"] == "y" and m.result.get("CONFIG_NO_HZ_FULL") is None
+    assert m.result["CONFIG_CPU_FREQ_DEFAULT_GOV_PERFORMANCE"] == "y"
+    assert m.result.get("CONFIG_CPU_FREQ_DEFAULT_GOV_SCHEDUTIL") is None
+    assert m.after["timer.mode"] == "OK"
+
+
+@pytest.mark.parametrize("variant", ["debug", "production"])
+def test_variant_fragments_survive_the_merge(trees, tmp_path, variant):
+    """Debian's RT configuration has the three tracers: debug keeps them (and FTRACE),
+    production removes them, and olddefconfig keeps what the fragment says."""
+    debian = debian_config(RT)
+    release = debian.name.removeprefix("config-")
+    files = {
+        "sys/devices/system/cpu/online": "0-3",
+        "proc/cmdline": ISOLATED,
+        "proc/sys/kernel/osrelease": release,
+        f"boot/config-{release}": debian.read_text(),
+    }
+    facts = read_facts(SysRoot(make_root(tmp_path / "audit", files)))
+    text = kconfig_fragment(facts, run_audit(facts, Context()), "test", "0", variant)
+    (tmp_path / "f.config").write_text(text)
+    out = tmp_path / "merged" / ".config"
+    out.parent.mkdir()
+    merge(trees["rt"].path, debian, tmp_path / "f.config", out)
+    result = read_config(out)
+    for line in settings(text):
+        symbol, value = _setting(line)
+        assert result.get(symbol) == value or (value is None and symbol not in result), line
+    tracers = ("CONFIG_TIMERLAT_TRACER", "CONFIG_OSNOISE_TRACER", "CONFIG_HWLAT_TRACER")
+    if variant == "debug":
+        assert all(result.get(t) == "y" for t in tracers)
+    else:
+        assert all(f"# {t} is not set" in settings(text) for t in tracers)
+        assert all(result.get(t) is None for t in tracers) and result.get("CONFIG_FTRACE") == "y"
 
 
 def test_every_symbol_the_audit_names_is_defined_in_the_61_tree(trees):

@@ -88,7 +88,7 @@ def test_causes_and_spikes_csv(tmp_path):
     assert causes[2]["audit"].split()[0] == "irq.affinity:FAIL"
     assert causes[1]["audit"].split()[0] == "workqueue.cpumask:WARN"
     assert "kernel.preempt:FAIL" in causes[3]["audit"].split()
-    assert "boot.nohz_full:WARN" in causes[4]["audit"].split()
+    assert "timer.mode:WARN" in causes[4]["audit"].split()
     assert causes[6]["audit"] == "cpu.idle_latency:FAIL"
     assert causes[1]["works"] == "vmstat_update"
     spikes = read_csv(tmp_path / "r.spikes.csv")

@@ -59,9 +59,9 @@ def test_desktop_latency_plan_fixes_every_runtime_finding(tmp_path):
     assert "sys/kernel/mm/ksm/run" not in w
     notes = {(n.check, n.family): n.reason for n in p.notes}
     assert "OK" in notes[("mm.ksm", "KSM")]
-    # throttling stays unless explicitly allowed
+    # CPU 3 is not isolated: throttling stays on, as the audit advises
     assert "proc/sys/kernel/sched_rt_runtime_us" not in w
-    assert "--allow-rt-unthrottled" in notes[("sched.rt_runtime", "RT throttling")]
+    assert "OK" in notes[("sched.rt_runtime", "RT throttling")]
     # every write names its check, which is a check tune knows
     assert all(x.check in TUNABLE and x.why for x in p.writes)
 
@@ -113,8 +113,15 @@ def test_min_frequency_is_the_maximum_the_kernel_allows(tmp_path):
     assert not any(w.path.endswith("scaling_min_freq") for w in balanced.writes)
 
 
-def test_rt_throttling_only_when_allowed_with_a_warning(tmp_path):
+def test_rt_throttling_only_for_isolated_cpus_when_allowed_with_a_warning(tmp_path):
     root = tree(tmp_path)
+    shared = plan(root, rt_cpus=[3], allow_rt_unthrottled=True)
+    assert "proc/sys/kernel/sched_rt_runtime_us" not in by_path(shared)  # CPU 3 is shared
+    (root / "proc/cmdline").write_text("quiet isolcpus=managed_irq,domain,3 rcu_nocbs=3\n")
+    refused = plan(root, rt_cpus=[3])
+    assert "proc/sys/kernel/sched_rt_runtime_us" not in by_path(refused)
+    notes = {(n.check, n.family): n.reason for n in refused.notes}
+    assert "--allow-rt-unthrottled" in notes[("sched.rt_runtime", "RT throttling")]
     p = plan(root, rt_cpus=[3], allow_rt_unthrottled=True)
     assert by_path(p)["proc/sys/kernel/sched_rt_runtime_us"] == "-1"
     assert any("runaway SCHED_FIFO" in w for w in p.warnings)
@@ -155,10 +162,14 @@ def test_boot_changes_are_the_exact_command_line(tmp_path):
     before = files(root)
     p = plan(root, rt_cpus=[3])
     line = p.boot.cmdline.split()
-    for param in ("isolcpus=managed_irq,domain,3", "nohz_full=3", "rcu_nocbs=3",
-                  "irqaffinity=0-2"):  # fmt: skip
+    for param in ("isolcpus=managed_irq,domain,3", "rcu_nocbs=3", "irqaffinity=0-2",
+                  "cpufreq.default_governor=performance"):  # fmt: skip
         assert param in line
     assert len([x for x in line if x.startswith("isolcpus=")]) == 1  # merged, not repeated
+    # full dynticks only for one busy task per CPU: advice, never on the line by itself
+    assert not [x for x in line if x.startswith("nohz_full=")]
+    assert any(c.check == "boot.nohz_full" and "busy task" in c.text for c in p.boot.advice)
+    assert "CONFIG_CPU_FREQ_DEFAULT_GOV_PERFORMANCE=y" in p.boot.kconfig
     assert "CONFIG_PREEMPT_RT=y" in p.boot.kconfig
     # the debug options the audit found, switched off (their names come from the audit)
     assert any("KMEMLEAK" in x and x.endswith(" is not set") for x in p.boot.kconfig)
@@ -205,14 +216,14 @@ def test_plan_cli_text_and_json(tmp_path, rtlab):
     rc, out, err = rtlab("tune", "plan", "--root", str(root), "--rt-cpus", "3")
     assert rc == 0, err
     assert "/proc/sys/kernel/timer_migration" in out
-    assert "isolcpus=managed_irq,domain,3 nohz_full=3 rcu_nocbs=3" in out
+    assert "isolcpus=managed_irq,domain,3 rcu_nocbs=3" in out
     assert "never written" in out
     rc, out, err = rtlab("tune", "plan", "--root", str(root), "--rt-cpus", "3", "--json")
     assert rc == 0, err
     doc = json.loads(out)
     assert doc["rt_cpus"] == "3" and doc["housekeeping"] == "0-2" and doc["profile"] == "latency"
     assert {"path", "current", "new", "compare", "check", "family", "why"} <= set(doc["writes"][0])
-    assert "nohz_full=3" in doc["boot"]["cmdline"]
+    assert "rcu_nocbs=3" in doc["boot"]["cmdline"] and "nohz_full" not in doc["boot"]["cmdline"]
     assert files(root) == before
 
 

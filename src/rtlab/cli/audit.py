@@ -26,7 +26,7 @@ from rtlab.system import (
     run_audit,
 )
 from rtlab.system._capture import capture
-from rtlab.system._kconfig_fragment import kconfig_fragment, settings
+from rtlab.system._kconfig_fragment import VARIANTS, kconfig_fragment, settings
 from rtlab.units import format_ns
 
 STYLE = {OK: "green", INFO: "cyan", WARN: "yellow", FAIL: "bold red"}
@@ -87,7 +87,11 @@ def _write_atomic(path: Path, text: str) -> None:
     help="a target not in known_hosts yet: record its host key (a changed key is refused)",
 )
 @click.option("--json", "as_json", is_flag=True, help='JSON on stdout: {"facts", "findings"}')
-@click.option("--deadline", type=DURATION, help="latency requirement, e.g. 100us (idle states)")
+@click.option(
+    "--deadline",
+    type=DURATION,
+    help="latency requirement, e.g. 100us (preemption model, idle states)",
+)
 @click.option("--rt-cpus", metavar="LIST", help="the real-time CPUs (default: the isolated ones)")
 @click.option(
     "--capture",
@@ -100,6 +104,11 @@ def _write_atomic(path: Path, text: str) -> None:
     metavar="FILE",
     help="write a kernel config fragment for the kernel findings to FILE (- for stdout)",
 )
+@click.option(
+    "--kconfig-variant",
+    type=click.Choice(VARIANTS),
+    help="debug: also the latency tracers; production: the tracers removed (with --kconfig)",
+)
 def audit(
     root_dir: str | None,
     from_file: str | None,
@@ -111,6 +120,7 @@ def audit(
     rt_cpus: str | None,
     capture_dir: str | None,
     kconfig: str | None,
+    kconfig_variant: str | None,
 ) -> int:
     """Check kernel, boot parameters and settings for real-time readiness.
 
@@ -119,6 +129,8 @@ def audit(
     Exit status: 0 without FAIL findings, 1 with, 2 on bad input.
     """
     target = None
+    if kconfig_variant is not None and kconfig is None:
+        raise click.UsageError("--kconfig-variant needs --kconfig")
     if kconfig is not None:
         if capture_dir:
             raise click.UsageError("--kconfig and --capture exclude each other")
@@ -144,7 +156,9 @@ def audit(
         facts.virtualization = where.virtualization  # the host knows (accel, its kernel)
     findings = run_audit(facts, Context(deadline_ns=deadline))
     fragment = (
-        "" if kconfig is None else kconfig_fragment(facts, findings, root.describe(), __version__)
+        ""
+        if kconfig is None
+        else kconfig_fragment(facts, findings, root.describe(), __version__, kconfig_variant)
     )
     if kconfig == "-":
         click.echo(fragment, nl=False)

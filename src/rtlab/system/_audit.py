@@ -78,6 +78,15 @@ def rt_explicit(f: Facts) -> bool:
     return f.rt_cpus_source != "" and not f.rt_cpus_source.startswith("all online")
 
 
+def dedicated(f: Facts) -> bool:
+    """True when the real-time CPUs are kernel-isolated (isolcpus=, nohz_full=, an isolated
+    cpuset partition): the audit takes them as meant for one busy real-time task each, and
+    only then advises full dynticks and unthrottled real-time tasks. CPUs named by
+    --rt-cpus alone are not."""
+    rt = set(f.rt_cpus)
+    return rt_explicit(f) and bool(rt) and rt <= set(f.isolated_cpus) | set(f.nohz_full_cpus)
+
+
 def every_cpu(f: Facts) -> list[int]:
     """The CPUs a per-CPU check judges: the real-time ones, else every CPU the facts know of."""
     if f.rt_cpus:

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from rtlab.system import _checks_cpu as cpu
 from rtlab.system import _checks_kernel as kernel
+from rtlab.system import _checks_model as model
 from rtlab.system import _checks_os as os_
 from rtlab.system._audit import Check
 
 CHECKS: list[Check] = [
     kernel.KernelConfig(),
-    kernel.PreemptModel(),
+    model.PreemptModel(),
     kernel.DebugOptions(),
     kernel.LatencyTracers(),
     kernel.RtGroupSched(),
     kernel.TimerHz(),
-    kernel.TimerMode(),
+    model.TimerMode(),
     kernel.HresActive(),
     kernel.EventHandler(),
     kernel.TimerResolution(),

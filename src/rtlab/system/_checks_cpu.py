@@ -92,7 +92,11 @@ class Governor(Check):
             return OK, ""
         return WARN, (
             f"for c in {' '.join(map(str, slow))}; do echo performance > "
-            f"{CPU}/cpu$c/cpufreq/scaling_governor; done"
+            f"{CPU}/cpu$c/cpufreq/scaling_governor; done; to keep it after a reboot: boot with "
+            "cpufreq.default_governor=performance (Linux 5.9 and later), or build "
+            "CONFIG_CPU_FREQ_DEFAULT_GOV_PERFORMANCE=y; or build without CONFIG_CPU_FREQ "
+            "(no scaling at all: the clock stays where the firmware set it, so check that "
+            "is the highest, and the CPUs draw full power while idle)"
         )
 
 
@@ -125,7 +129,10 @@ class IdleExitLatency(Check):
         fix = (
             f"for c in {cpu_nums}; do for s in {states}; do echo 1 > {CPU}/cpu$c/cpuidle/$s/"
             "disable; done; done; or hold /dev/cpu_dma_latency at 0 "
-            "(rtlab-probe wakeup --dma-latency 0us)"
+            "(rtlab-probe wakeup --dma-latency 0us); or build without CONFIG_CPU_IDLE (the "
+            "CPUs then only use the architecture's default idle instruction: more power and "
+            "heat; a kernel with the ACPI processor driver, the default on ACPI x86 and arm64, "
+            "selects CPU_IDLE)"
         )
         return (FAIL if ctx.deadline_ns else WARN), fix
 

@@ -48,34 +48,6 @@ class KernelConfig(Check):
         )
 
 
-class PreemptModel(Check):
-    id = "kernel.preempt"
-    title = "Preemption model"
-    why = "Only PREEMPT_RT makes almost all kernel code, interrupt handlers included, preemptible."
-    missing = "no kernel config, /sys/kernel/realtime or PREEMPT in the version string"
-    missing_fix = "make the kernel configuration readable (CONFIG_IKCONFIG_PROC=y)"
-
-    def available(self, f: Facts) -> bool:
-        return f.preempt_model != "unknown"
-
-    def read(self, f: Facts) -> tuple[Any, str]:
-        where = f.config_source or "/proc/sys/kernel/version"
-        if f.preempt_debugfs:
-            where += f", /sys/kernel/debug/sched/preempt: {f.preempt_debugfs}"
-        return f.preempt_model, f"{where}: {f.preempt_model}"
-
-    def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
-        current = value.split(":")[-1]
-        if value == "rt":
-            return OK, ""
-        rt = "build with CONFIG_PREEMPT_RT=y"
-        if current in ("full", "lazy"):
-            return WARN, rt
-        if value.startswith("dynamic"):
-            return FAIL, f"boot with preempt=full at least; {rt} for bounded latency"
-        return FAIL, rt
-
-
 def _with_notes(f: Facts, opts: list[str]) -> str:
     """ "CONFIG_<A>=y, CONFIG_<B>=y (kmemleak=on ...)" or "none set"."""
     notes = f.debug_options_notes
@@ -179,25 +151,6 @@ class TimerHz(Check):
 
     def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
         return (OK, "") if value >= 1000 else (INFO, "CONFIG_HZ_1000=y")
-
-
-class TimerMode(Check):
-    id = "timer.mode"
-    title = "Tick mode suits the real-time CPUs"
-    why = "Only NO_HZ_FULL stops the periodic tick on a CPU that runs one busy real-time task."
-    missing = "timer mode unknown (kernel configuration not readable)"
-
-    def available(self, f: Facts) -> bool:
-        return f.timer_mode is not None
-
-    def read(self, f: Facts) -> tuple[Any, str]:
-        return f.timer_mode, f"{f.config_source}: CONFIG_{f.timer_mode}=y"
-
-    def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
-        if value == "NO_HZ_FULL":
-            return OK, ""
-        fix = f"CONFIG_NO_HZ_FULL=y and boot with nohz_full={cpus(f.rt_cpus)}"
-        return (WARN, fix) if rt_explicit(f) else (INFO, fix)
 
 
 class HresActive(Check):
@@ -304,7 +257,10 @@ class Isolcpus(Check):
             return OK, ""
         rt = f.rt_cpus if rt_explicit(f) else f.cpus_online[-1:]
         c = cpus(rt)
-        return WARN, f"boot with isolcpus=managed_irq,domain,{c} nohz_full={c} rcu_nocbs={c}"
+        return WARN, (
+            f"boot with isolcpus=managed_irq,domain,{c} rcu_nocbs={c} (and nohz_full={c} "
+            "only for one busy task per CPU: timer.mode)"
+        )
 
 
 class IsolcpusFlags(Check):
@@ -328,7 +284,7 @@ class IsolcpusFlags(Check):
 class NohzFull(Check):
     id = "boot.nohz_full"
     title = "Tick stopped on the real-time CPUs (nohz_full)"
-    why = "nohz_full stops the periodic tick while one task runs, removing a per-tick interruption."
+    why = "nohz_full stops the tick while one task runs: it pays only for one busy task per CPU."
     missing = "no isolated or given real-time CPUs to check"
 
     def available(self, f: Facts) -> bool:
@@ -338,9 +294,15 @@ class NohzFull(Check):
         return f.nohz_full_cpus, f"{CMDLINE}: nohz_full={cpus(f.nohz_full_cpus)}"
 
     def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
+        # Full dynticks pays only for one busy task per CPU (timer.mode): advice, not a warning.
         if set(f.rt_cpus) <= set(value):
             return OK, ""
-        return WARN, f"boot with nohz_full={cpus(f.rt_cpus)} (needs CONFIG_NO_HZ_FULL=y)"
+        c = cpus(f.rt_cpus)
+        return INFO, (
+            f"only if each of CPUs {c} runs one busy task that never sleeps: boot with "
+            f"nohz_full={c} rcu_nocbs={c} (needs CONFIG_NO_HZ_FULL=y); a task that sleeps "
+            "between activations pays the wake from idle instead"
+        )
 
 
 class NohzFullConfig(Check):

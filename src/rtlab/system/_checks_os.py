@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from rtlab.system._audit import INFO, OK, WARN, Check, Context, cpus, housekeeping, rt_explicit
+from rtlab.system._audit import (
+    INFO,
+    OK,
+    WARN,
+    Check,
+    Context,
+    cpus,
+    dedicated,
+    housekeeping,
+    rt_explicit,
+)
 from rtlab.system._facts import Facts
 
 SYSCTL = "/proc/sys"
@@ -38,19 +48,52 @@ class _Sysctl(Check):
         return (OK, "") if self.ok(value) else (self.status, f"sysctl {self.name}={self.good}")
 
 
-class RtThrottling(_Sysctl):
+def _unthrottle(f: Facts) -> str:
+    """The fix that turns real-time throttling off, with what it costs."""
+    fix = (
+        f"sysctl kernel.sched_rt_runtime_us=-1, as CPUs {cpus(f.rt_cpus)} are isolated for "
+        "real-time tasks; this loses the protection from a runaway SCHED_FIFO/RR task (it "
+        "then keeps its CPU for good), so the housekeeping CPUs "
+        f"{cpus(housekeeping(f))} must keep every non-real-time task alive"
+    )
+    if f.config.get("CONFIG_RT_GROUP_SCHED") == "y":
+        fix += (
+            "; with RT_GROUP_SCHED a task in a child cgroup stays limited by its cpu.rt_runtime_us"
+        )
+    return fix
+
+
+class RtThrottling(Check):
     id = "sched.rt_runtime"
-    title = "Real-time throttling"
-    why = "With throttling a busy real-time task is stopped for the rest of each period."
-    attr = "sched_rt_runtime_us"
+    title = "Real-time throttling suits the CPU partitioning"
+    why = (
+        "Throttling stops a busy real-time task for the rest of each period, which saves a "
+        "shared CPU from a runaway SCHED_FIFO task; only isolated CPUs can do without it."
+    )
     path = f"{SYSCTL}/kernel/sched_rt_runtime_us"
-    name = "kernel.sched_rt_runtime_us"
-    good = -1
-    status = INFO
+    missing = f"{path} not readable"
+
+    def available(self, f: Facts) -> bool:
+        return f.sched_rt_runtime_us is not None
 
     def read(self, f: Facts) -> tuple[Any, str]:
-        return f.sched_rt_runtime_us, (
-            f"{self.path}: {f.sched_rt_runtime_us} of sched_rt_period_us {f.sched_rt_period_us}"
+        ev = f"{self.path}: {f.sched_rt_runtime_us} of sched_rt_period_us {f.sched_rt_period_us}"
+        ev += f"; real-time CPUs {cpus(f.rt_cpus)} " + (
+            "isolated" if dedicated(f) else "shared with other work"
+        )
+        return f.sched_rt_runtime_us, ev
+
+    def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
+        on = value != -1
+        if on == (not dedicated(f)):
+            return OK, ""
+        if on:
+            return INFO, _unthrottle(f)
+        period = f.sched_rt_period_us or 1_000_000
+        return WARN, (
+            f"sysctl kernel.sched_rt_runtime_us={period * 95 // 100} (the default 95%): "
+            "without isolated real-time CPUs a runaway SCHED_FIFO/RR task keeps a shared "
+            "CPU, and the kernel threads on it, for good"
         )
 
 
@@ -65,16 +108,22 @@ class RtThrottlingIsolated(Check):
 
     def read(self, f: Facts) -> tuple[Any, str]:
         names = ", ".join(f.rt_policy_tasks_on_rt) or "none"
+        where = "isolated" if dedicated(f) else "not isolated"
         return (f.sched_rt_runtime_us, f.rt_policy_tasks_on_rt), (
             f"{SYSCTL}/kernel/sched_rt_runtime_us: {f.sched_rt_runtime_us}; SCHED_FIFO/RR "
-            f"processes allowed on CPUs {cpus(f.rt_cpus)}: {names}"
+            f"processes allowed on CPUs {cpus(f.rt_cpus)} ({where}): {names}"
         )
 
     def advice(self, value: Any, f: Facts, ctx: Context) -> tuple[str, str]:
         runtime, tasks = value
         if runtime == -1 or not tasks:
             return OK, ""
-        return WARN, "sysctl kernel.sched_rt_runtime_us=-1 (the CPU is dedicated to them)"
+        if dedicated(f):
+            return WARN, _unthrottle(f)
+        return INFO, (
+            f"isolate CPUs {cpus(f.rt_cpus)} first (boot.isolcpus): on a shared CPU throttling "
+            "is what saves the machine from a runaway real-time task, so keep it there"
+        )
 
 
 class TimerMigration(_Sysctl):

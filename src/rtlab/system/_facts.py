@@ -34,12 +34,17 @@ RT_PARAMS = (
     "debug_objects", "no_debug_objects", "kasan",
 )  # fmt: skip
 
+# The members of drivers/cpufreq/Kconfig's choice "Default CPUFreq governor".
+DEFAULT_GOVERNORS = ("performance", "powersave", "userspace", "ondemand", "conservative",
+                     "schedutil")  # fmt: skip
+
 # Further configuration facts some checks use.
 CONFIG_FACTS = (
     "CONFIG_NO_HZ_FULL", "CONFIG_RT_GROUP_SCHED", "CONFIG_RCU_NOCB_CPU", "CONFIG_CPU_ISOLATION",
     "CONFIG_IRQ_FORCED_THREADING", "CONFIG_HIGH_RES_TIMERS", "CONFIG_PREEMPT_DYNAMIC",
     "CONFIG_CPU_FREQ", "CONFIG_CPU_IDLE", "CONFIG_TIMERLAT_TRACER", "CONFIG_OSNOISE_TRACER",
     "CONFIG_HWLAT_TRACER", "CONFIG_RT_GROUP_SCHED_DEFAULT_DISABLED",
+    *(f"CONFIG_CPU_FREQ_DEFAULT_GOV_{g.upper()}" for g in DEFAULT_GOVERNORS),
 )  # fmt: skip
 
 MAX_TASKS_LISTED = 20  # task names kept per list in the facts (counts stay exact)

@@ -14,14 +14,19 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rtlab.system._audit import OK, Finding
-from rtlab.system._facts import Facts
+from rtlab.system._audit import OK, Finding, dedicated
+from rtlab.system._facts import DEFAULT_GOVERNORS, Facts
 from rtlab.system._kconfig_debug import BY_SYMBOL, LOCKDEP_SELECTORS
 
 # The lines merge_config.sh reads: CONFIG_<NAME>=VALUE or "# CONFIG_<NAME> is not set".
 SETTING = re.compile(r'^CONFIG_[A-Z0-9_]+=(y|m|n|[0-9]+|".*")$|^# CONFIG_[A-Z0-9_]+ is not set$')
 HZ_CHOICES = (100, 250, 300, 1000)  # kernel/Kconfig.hz
-TICK_MODES = {"HZ_PERIODIC": "CONFIG_HZ_PERIODIC", "NO_HZ_IDLE": "CONFIG_NO_HZ_IDLE"}
+TICK_MODES = {
+    "HZ_PERIODIC": "CONFIG_HZ_PERIODIC",
+    "NO_HZ_IDLE": "CONFIG_NO_HZ_IDLE",
+    "NO_HZ_FULL": "CONFIG_NO_HZ_FULL",
+}
+VARIANTS = ("debug", "production")  # --kconfig-variant; none: the findings' settings alone
 TRACERS = (  # trace.available: the tracers rtlab explain and the audit recommend
     ("timerlat", "CONFIG_TIMERLAT_TRACER"),
     ("osnoise", "CONFIG_OSNOISE_TRACER"),
@@ -105,6 +110,46 @@ def _nohz_full(fr: Fragment, f: Facts, x: Finding) -> None:
         fr.set(TICK_MODES[f.timer_mode], None, x.id, "the tick-handling choice holds one mode")
 
 
+def _nohz_full_isolated(fr: Fragment, f: Facts, x: Finding) -> None:
+    if dedicated(f):  # boot.nohz_full advises full dynticks for isolated CPUs only
+        _nohz_full(fr, f, x)
+
+
+def _timer_mode(fr: Fragment, f: Facts, x: Finding) -> None:
+    if dedicated(f):  # isolated CPUs: full dynticks, for one busy task each (the comment)
+        _nohz_full(fr, f, x)
+        return
+    if f.timer_mode in (None, "HZ_PERIODIC"):
+        return
+    fr.set(
+        "CONFIG_HZ_PERIODIC",
+        "y",
+        x.id,
+        "keep the tick periodic: no tick restart and no deeper idle state on each wake\n"
+        "from idle (kernel/time/Kconfig; or boot with nohz=off, or keep idle states shallow)",
+    )
+    fr.set(TICK_MODES[f.timer_mode], None, x.id, "the tick-handling choice holds one mode")
+
+
+def _governor(fr: Fragment, f: Facts, x: Finding) -> None:
+    symbol = "CONFIG_CPU_FREQ_DEFAULT_GOV_PERFORMANCE"
+    if f.config.get(symbol) == "y":
+        return
+    fr.set(
+        symbol,
+        "y",
+        x.id,
+        "the performance governor from boot on (drivers/cpufreq/Kconfig; without a\n"
+        "rebuild: boot with cpufreq.default_governor=performance, Linux 5.9 and later).\n"
+        "An alternative: no CONFIG_CPU_FREQ at all, no scaling, the clock stays where\n"
+        "the firmware set it (check that is the highest; full power while idle)",
+    )
+    for gov in DEFAULT_GOVERNORS:
+        other = f"CONFIG_CPU_FREQ_DEFAULT_GOV_{gov.upper()}"
+        if other != symbol and f.config.get(other) == "y":
+            fr.set(other, None, x.id, "the default-governor choice holds one governor")
+
+
 def _hres(fr: Fragment, f: Facts, x: Finding) -> None:
     fr.set("CONFIG_HIGH_RES_TIMERS", "y", x.id, "high-resolution timers (kernel/time/Kconfig)")
 
@@ -181,14 +226,15 @@ SETTERS: dict[str, Callable[[Fragment, Facts, Finding], None]] = {
     "kernel.debug_options": _debug,
     "kernel.latency_tracers": _tracers,
     "timer.hz": _hz,
-    "timer.mode": _nohz_full,
+    "timer.mode": _timer_mode,
     "timer.hres": _hres,
     "boot.isolcpus": _isolation,
-    "boot.nohz_full": _nohz_full,
+    "boot.nohz_full": _nohz_full_isolated,
     "boot.nohz_full_config": _nohz_full,
     "boot.rcu_nocbs_nohz": _rcu_nocbs,
     "boot.rcu_nocbs": _rcu_nocbs,
     "trace.available": _trace_available,
+    "cpu.governor": _governor,
 }
 
 
@@ -197,13 +243,41 @@ def settings(text: str) -> list[str]:
     return [line for line in text.splitlines() if SETTING.match(line)]
 
 
-def build_fragment(f: Facts, findings: list[Finding]) -> Fragment:
-    """The settings the non-OK kernel findings call for."""
+def _debug_variant(fr: Fragment, f: Facts) -> None:
+    """The tracers that find where a latency comes from (rtla, rtlab explain)."""
+    check = "variant debug"
+    fr.set("CONFIG_FTRACE", "y", check, 'the "Tracers" menu (kernel/trace/Kconfig)')
+    for name, symbol in TRACERS:
+        fr.set(symbol, "y", check, f"the {name} tracer, to find where a latency comes from")
+
+
+def _production_variant(fr: Fragment, f: Facts) -> None:
+    """The tracers a debug kernel added, removed once the latency is understood."""
+    have = set(f.tracers_available or [])
+    for name, symbol in reversed(TRACERS):  # hwlat, osnoise, timerlat (it selects osnoise)
+        if f.config.get(symbol) == "y" or name in have:
+            fr.set(
+                symbol,
+                None,
+                "variant production",
+                f"the {name} tracer was for debugging; a production kernel goes without",
+            )
+
+
+def build_fragment(f: Facts, findings: list[Finding], variant: str | None = None) -> Fragment:
+    """The settings the non-OK kernel findings call for, and VARIANT's: "debug" keeps the
+    always-on tracer hooks and adds the latency tracers, "production" adds no tracer and
+    removes them (the debug options go in every variant)."""
     fr = Fragment()
+    skip = {"debug": "kernel.latency_tracers", "production": "trace.available"}.get(variant or "")
     for x in findings:
         # A finding that could not judge (INFO without a fix) calls for nothing.
-        if x.status != OK and x.fix and x.id in SETTERS:
+        if x.status != OK and x.fix and x.id in SETTERS and x.id != skip:
             SETTERS[x.id](fr, f, x)
+    if variant == "debug":
+        _debug_variant(fr, f)
+    elif variant == "production":
+        _production_variant(fr, f)
     return fr
 
 
@@ -216,11 +290,16 @@ def kconfig_settings(f: Facts, findings: list[Finding]) -> list[tuple[str, str]]
     ]
 
 
-def kconfig_fragment(f: Facts, findings: list[Finding], source: str, version: str) -> str:
-    """The fragment's text: a header, then the settings the non-OK kernel findings call for."""
-    fr = build_fragment(f, findings)
+def kconfig_fragment(
+    f: Facts, findings: list[Finding], source: str, version: str, variant: str | None = None
+) -> str:
+    """The fragment's text: a header, then the settings the non-OK kernel findings call for
+    (and those of VARIANT, "debug" or "production")."""
+    fr = build_fragment(f, findings, variant)
+    option = f" --kconfig-variant {variant}" if variant else ""
     header = [
-        f"# Kernel configuration fragment written by rtlab {version} (rtlab audit --kconfig)",
+        f"# Kernel configuration fragment written by rtlab {version} (rtlab audit --kconfig"
+        f"{option})",
         f"# from {source}: kernel {f.kernel_release or '?'}, "
         f"configuration {f.config_source or 'not readable'}",
         "# Merge into a kernel tree, then let Kconfig resolve the dependencies:",

@@ -3,12 +3,14 @@
 rtlab never writes these (a boot loader entry or a kernel build is the user's to change);
 `rtlab tune plan` prints them. Parameters are those of the kernel's
 admin-guide/kernel-parameters.txt (isolcpus=[flags,]LIST, nohz_full=, rcu_nocbs=,
-irqaffinity=, rcu_nocb_poll, threadirqs, skew_tick=1, preempt=, nosmt), given as the
+irqaffinity=, rcu_nocb_poll, threadirqs, skew_tick=1, preempt=, nosmt,
+cpufreq.default_governor= since 5.9), given as the
 audit's fixes give them; CPU lists of the same parameter are merged.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -77,6 +79,12 @@ def _merge(name: str, old: str | None, new: str | None) -> str | None:
     return format_cpulist(cpus)
 
 
+def _release_at_least(release: str | None, version: tuple[int, int]) -> bool:
+    """RELEASE ("6.1.0-18-amd64") is VERSION or later; an unknown release is taken as new."""
+    m = re.match(r"(\d+)\.(\d+)", release or "")
+    return m is None or (int(m[1]), int(m[2])) >= version
+
+
 def boot_changes(facts: Facts, findings: dict[str, Finding], runnable: dict[str, bool],
                  *, with_info: bool) -> Boot:  # fmt: skip
     """The changes for every boot.*, kernel.*, timer.* (and SMT) finding that is not OK;
@@ -95,12 +103,12 @@ def boot_changes(facts: Facts, findings: dict[str, Finding], runnable: dict[str,
     rt = facts.rt_cpus if rt_explicit(facts) else facts.cpus_online[-1:]
     rts, hk = format_cpulist(rt), format_cpulist(housekeeping(facts))
     if x := due("boot.isolcpus"):
-        for p in (f"isolcpus=managed_irq,domain,{rts}", f"nohz_full={rts}", f"rcu_nocbs={rts}"):
+        for p in (f"isolcpus=managed_irq,domain,{rts}", f"rcu_nocbs={rts}"):
             add(CMDLINE, p, x)
     if (x := due("boot.isolcpus_flags")) and facts.isolated_cpus:
         add(CMDLINE, f"isolcpus=managed_irq,domain,{format_cpulist(facts.isolated_cpus)}", x)
-    if x := due("boot.nohz_full"):
-        add(CMDLINE, f"nohz_full={rts}", x)
+    if x := due("boot.nohz_full"):  # only for one busy task per CPU: the user's call
+        add(ADVICE, x.fix, x)
     if x := due("boot.rcu_nocbs"):
         add(CMDLINE, f"rcu_nocbs={rts}", x)
     if (x := due("boot.rcu_nocbs_nohz")) and facts.nohz_full_cpus:
@@ -118,6 +126,8 @@ def boot_changes(facts: Facts, findings: dict[str, Finding], runnable: dict[str,
         add(CMDLINE, "processor.max_cstate=1", x)
     if x := due("cpu.smt"):
         add(CMDLINE, "nosmt", x)
+    if (x := due("cpu.governor")) and _release_at_least(facts.kernel_release, (5, 9)):
+        add(CMDLINE, "cpufreq.default_governor=performance", x, "from boot on: " + x.why)
     weak_dynamic = facts.preempt_model.startswith("dynamic") and facts.preempt_model not in (
         "dynamic:full",
         "dynamic:lazy",
