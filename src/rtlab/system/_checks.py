@@ -5,6 +5,7 @@ from __future__ import annotations
 from rtlab.system import _checks_cpu as cpu
 from rtlab.system import _checks_kernel as kernel
 from rtlab.system import _checks_os as os_
+from rtlab.system import _checks_rt as rt
 from rtlab.system._audit import Check
 
 CHECKS: list[Check] = [
@@ -13,6 +14,7 @@ CHECKS: list[Check] = [
     kernel.DebugOptions(),
     kernel.LatencyTracers(),
     kernel.RtGroupSched(),
+    rt.RcuBoost(),
     kernel.TimerHz(),
     kernel.TimerMode(),
     kernel.HresActive(),
@@ -44,6 +46,8 @@ CHECKS: list[Check] = [
     cpu.KernelThreads(),
     cpu.WorkqueueMask(),
     cpu.WritebackMask(),
+    rt.IrqThreads(),
+    rt.RtPriorities(),
     os_.RtThrottling(),
     os_.RtThrottlingIsolated(),
     os_.TimerMigration(),
@@ -55,6 +59,8 @@ CHECKS: list[Check] = [
     os_.Thp(),
     os_.ThpDefrag(),
     os_.Swap(),
+    rt.Overcommit(),
+    rt.OomPolicy(),
     os_.Ksm(),
     os_.MceInterval(),
     os_.CurrentTracer(),
