@@ -42,7 +42,8 @@ def listed(path: str, patterns: list[list[str]]) -> bool:
 def test_checker_itself_rejects_uncollected_paths():
     pats = c_patterns()
     assert collected("/proc/cmdline", pats) and collected("/proc/42/status", pats)
-    assert not collected("/proc/42/environ", pats) and not collected("/proc/42/task/1/stat", pats)
+    assert not collected("/proc/42/environ", pats) and collected("/proc/42/task/1/stat", pats)
+    assert not collected("/proc/42/task/1/environ", pats)
     assert listed("/proc/irq", pats) and not listed("/etc", pats)
 
 

@@ -78,6 +78,7 @@ struct mthread;
 struct jw;
 struct run_ctl;
 struct opt_fault;
+struct policy_spec;
 struct common_params;
 
 /* A meter: shares setup with every other meter, differs only in its loop. */
@@ -88,6 +89,8 @@ struct meter {
 	const struct opt_desc *options; /* meter-specific options, OPT_END terminated */
 	size_t params_size;
 	void (*defaults)(void *params);
+	/* Optional: the --policy when none is given (NULL: fifo:99, the runner's default). */
+	const struct policy_spec *policy;
 	/* Cross-option checks after parsing, for a run of NTHREADS measuring threads; 0 or
 	 * -EINVAL with a reason. Set AT's option (and value) when the refusal is about one
 	 * option, for `--check`'s JSON. */

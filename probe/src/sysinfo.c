@@ -43,6 +43,7 @@ static const char *const keep_timer_list[] = {
 static const char *const keep_status[] = { "Name:", "Cpus_allowed_list:", NULL };
 static const char *const keep_cpuinfo[] = { "flags", "model name", NULL };
 static const char *const keep_stat[] = { "cpu", NULL };
+static const char *const keep_meminfo[] = { "MemTotal:", "SwapTotal:", "Commit", NULL };
 
 #define K 1024
 /* sysinfo-table-begin */
@@ -82,6 +83,12 @@ static const struct si_entry si_table[] = {
 	{ "/proc/sys/kernel/watchdog_cpumask", SI_TEXT, 4 * K, NULL },
 	{ "/proc/sys/vm/stat_interval", SI_TEXT, 4 * K, NULL },
 	{ "/proc/sys/vm/dirty_writeback_centisecs", SI_TEXT, 4 * K, NULL },
+	{ "/proc/sys/vm/overcommit_memory", SI_TEXT, 4 * K, NULL },
+	{ "/proc/sys/vm/overcommit_ratio", SI_TEXT, 4 * K, NULL },
+	{ "/proc/sys/vm/overcommit_kbytes", SI_TEXT, 4 * K, NULL },
+	{ "/proc/sys/vm/oom_kill_allocating_task", SI_TEXT, 4 * K, NULL },
+	{ "/proc/sys/vm/panic_on_oom", SI_TEXT, 4 * K, NULL },
+	{ "/proc/meminfo", SI_TEXT, 16 * K, keep_meminfo },
 	{ "/sys/kernel/mm/transparent_hugepage/enabled", SI_TEXT, 4 * K, NULL },
 	{ "/sys/kernel/mm/transparent_hugepage/defrag", SI_TEXT, 4 * K, NULL },
 	{ "/sys/kernel/mm/ksm/run", SI_TEXT, 4 * K, NULL },
@@ -92,6 +99,9 @@ static const struct si_entry si_table[] = {
 	{ "/proc/irq/[0-9]*/effective_affinity_list", SI_TEXT, 4 * K, NULL },
 	{ "/proc/[0-9]*/stat", SI_TEXT, 4 * K, NULL },
 	{ "/proc/[0-9]*/status", SI_TEXT, 16 * K, keep_status },
+	{ "/proc/[0-9]*/oom_score_adj", SI_TEXT, 4 * K, NULL },
+	{ "/proc/[0-9]*/task/[0-9]*/stat", SI_TEXT, 4 * K, NULL },
+	{ "/proc/[0-9]*/task/[0-9]*/status", SI_TEXT, 16 * K, keep_status },
 	{ "/sys/devices/virtual/workqueue/cpumask", SI_TEXT, 4 * K, NULL },
 	{ "/sys/bus/workqueue/devices/writeback/cpumask", SI_TEXT, 4 * K, NULL },
 	{ "/sys/devices/system/machinecheck/machinecheck0/check_interval", SI_TEXT, 4 * K, NULL },

@@ -206,6 +206,18 @@ def test_document_at_policy_other(noise):
 
 
 @needs_root
+def test_the_default_policy_is_other(noise):
+    """As oslat without --rtprio and the osnoise tracer without rtla's -P: a fair-scheduler
+    thread, which no real-time thread hides behind and throttling never stops."""
+    cp, doc = noise("--cpus", str(CPU), "--duration", "300ms", "--allow-fallback")
+    assert cp.returncode == 0, cp.stderr
+    assert doc["params"]["policy"] == "other:0"
+    (t,) = doc["threads"]
+    assert t["policy"] == {"name": "other", "priority": 0, "nice": 0}
+    assert t["throttled"] is None
+    check_gaps(t, 1000)
+
+
 def test_document_at_fifo(noise):
     cp, doc = noise("--cpus", str(CPU), "--duration", "1s", "--policy", "fifo:50")
     assert cp.returncode == 0, cp.stderr

@@ -41,7 +41,8 @@ const struct opt_desc run_common_opts[] = {
 		CP(load_cgroup), OPT_NO_SET),
 	OPT_DESC(
 		"policy", OPT_POLICY, 0, 0, "POLICY",
-		"other[:NICE] | fifo:PRIO | rr:PRIO | deadline:RUNTIME/DEADLINE/PERIOD (default fifo:99)",
+		"other[:NICE] | fifo:PRIO | rr:PRIO | deadline:RUNTIME/DEADLINE/PERIOD (default fifo:99; "
+		"noise: other)",
 		CP(policy), OPT_NO_SET),
 	OPT_DESC("allow-fallback", OPT_FLAG, 0, 0, NULL,
 		 "if the policy or mlock cannot be set, go on and record what was really used",
@@ -247,6 +248,8 @@ int run_parse(struct run *r, int argc, char **argv)
 
 	r->c.policy.policy = SCHED_FIFO;
 	r->c.policy.priority = 99;
+	if (m->policy)
+		r->c.policy = *m->policy;
 	m->defaults(r->mparams);
 	if (cpulist_online(NULL, &r->online))
 		return refuse(m, EXIT_INTERNAL, "cannot read the online CPUs", &at, check);

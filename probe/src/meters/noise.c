@@ -49,6 +49,11 @@ struct noise_thread {
 	struct ktracer_thread kt; /* --tracer osnoise */
 };
 
+/* SCHED_OTHER by default, as oslat (without --rtprio) and the osnoise tracer's threads
+ * (without rtla's -P): at fifo:99 a busy thread would hide every real-time thread below
+ * it, starve its CPU and measure the throttling gaps instead of the noise. */
+static const struct policy_spec noise_policy = { .policy = SCHED_OTHER };
+
 static void noise_defaults(void *p)
 {
 	struct noise_params *np = p;
@@ -284,14 +289,17 @@ const struct meter meter_noise = {
 		"--threshold is noise and one sample (the gap in ns). Per thread: the gaps'\n"
 		"statistics, noise_ns_per_s, noise_pct (share of the CPU stolen) and, at\n"
 		"fifo/rr under real-time throttling, the gaps of about period - runtime\n"
-		"recognised as throttling. --loops counts clock reads. Busy at fifo on every\n"
-		"CPU starves the machine but for throttling: measure few CPUs at a time.\n"
+		"recognised as throttling. --loops counts clock reads. The default policy is\n"
+		"other (as oslat's and the osnoise tracer's): at fifo the thread hides every\n"
+		"real-time thread below it, and busy at fifo on every CPU starves the machine\n"
+		"but for throttling: measure few CPUs at a time.\n"
 		"--tracer osnoise: the kernel's osnoise tracer measures instead, through a\n"
 		"private tracefs instance, one thread entry per --cpus CPU: one sample per 1 s\n"
 		"period (its largest single noise), --loops counts periods.",
 	.options = noise_opts,
 	.params_size = sizeof(struct noise_params),
 	.defaults = noise_defaults,
+	.policy = &noise_policy,
 	.check = noise_check,
 	.check_common = noise_check_common,
 	.period_ns = noise_period,

@@ -6,6 +6,7 @@ from rtlab.system import _checks_cpu as cpu
 from rtlab.system import _checks_kernel as kernel
 from rtlab.system import _checks_model as model
 from rtlab.system import _checks_os as os_
+from rtlab.system import _checks_rt as rt
 from rtlab.system._audit import Check
 
 CHECKS: list[Check] = [
@@ -14,6 +15,7 @@ CHECKS: list[Check] = [
     kernel.DebugOptions(),
     kernel.LatencyTracers(),
     kernel.RtGroupSched(),
+    rt.RcuBoost(),
     kernel.TimerHz(),
     model.TimerMode(),
     kernel.HresActive(),
@@ -45,6 +47,8 @@ CHECKS: list[Check] = [
     cpu.KernelThreads(),
     cpu.WorkqueueMask(),
     cpu.WritebackMask(),
+    rt.IrqThreads(),
+    rt.RtPriorities(),
     os_.RtThrottling(),
     os_.RtThrottlingIsolated(),
     os_.TimerMigration(),
@@ -56,6 +60,8 @@ CHECKS: list[Check] = [
     os_.Thp(),
     os_.ThpDefrag(),
     os_.Swap(),
+    rt.Overcommit(),
+    rt.OomPolicy(),
     os_.Ksm(),
     os_.MceInterval(),
     os_.CurrentTracer(),

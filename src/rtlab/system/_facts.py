@@ -137,6 +137,26 @@ class Facts:
     # fingerprint records: that, or what the host of a vm: target knows (accel, its kernel).
     hypervisor: dict[str, Any] = field(default_factory=dict)
     virtualization: dict[str, Any] = field(default_factory=dict)
+    # Memory commitment and OOM policy, and the real-time threads with their priorities
+    # (read by _rt_facts for _checks_rt.py).
+    overcommit_memory: int | None = None
+    overcommit_ratio: int | None = None
+    overcommit_kbytes: int | None = None
+    oom_kill_allocating_task: int | None = None
+    panic_on_oom: int | None = None
+    mem_total_kb: int | None = None  # /proc/meminfo MemTotal
+    swap_total_kb: int | None = None  # /proc/meminfo SwapTotal
+    commit_limit_kb: int | None = None  # /proc/meminfo CommitLimit
+    committed_as_kb: int | None = None  # /proc/meminfo Committed_AS
+    rcu_kthread_prio: str | None = None  # rcutree.kthread_prio= on the boot line
+    rt_threads_read: bool = False
+    irq_threads: int = 0  # irq/N-name kernel threads (at any policy)
+    irq_thread_prios: dict[str, int] = field(default_factory=dict)  # "fifo:50" -> count
+    irq_thread_names: list[str] = field(default_factory=list)
+    irq_thread_max_prio: dict[str, int] = field(default_factory=dict)  # CPU -> highest fifo/rr
+    rt_kthreads: dict[str, list[str]] = field(default_factory=dict)  # "migration/N" -> prios
+    rt_user_threads: int = 0  # SCHED_FIFO/RR threads of user processes
+    rt_user_thread_list: list[dict[str, Any]] = field(default_factory=list)  # highest first
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -217,12 +237,19 @@ def _irq_names(text: str | None) -> dict[str, str]:
 
 def parse_task_stat(text: str) -> tuple[str, int, int] | None:
     """(comm, flags, policy) from /proc/PID/stat; comm may hold spaces and parentheses."""
+    sched = parse_task_sched(text)
+    return None if sched is None else sched[:3]
+
+
+def parse_task_sched(text: str) -> tuple[str, int, int, int] | None:
+    """(comm, flags, policy, rt_priority) from /proc/PID/stat: fields 9, 41 and 40
+    (fs/proc/array.c: ... task_cpu, rt_priority, policy ...)."""
     head, _, rest = text.rpartition(")")
     f = rest.split()
     if "(" not in head or len(f) < 39:
         return None
     try:
-        return head.split("(", 1)[1], int(f[9 - 3]), int(f[41 - 3])
+        return head.split("(", 1)[1], int(f[9 - 3]), int(f[41 - 3]), int(f[40 - 3])
     except ValueError:
         return None
 
@@ -413,6 +440,9 @@ def read_facts(root: Root, rt_cpus: list[int] | None = None) -> Facts:
         root.read("sys/devices/system/machinecheck/machinecheck0/check_interval")
     )
     _tracing(root, f)
+    from rtlab.system._facts_rt import read_rt_facts  # it imports this module's helpers
+
+    read_rt_facts(root, f, config or {})
     f.hypervisor = read_hypervisor(root, f.clocksources_available)
     f.virtualization = detected_virtualization(f.hypervisor)
     if rt_cpus is not None or f.isolated_cpus:

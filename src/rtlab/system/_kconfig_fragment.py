@@ -172,6 +172,16 @@ def _rcu_nocbs(fr: Fragment, f: Facts, x: Finding) -> None:
     fr.set("CONFIG_RCU_NOCB_CPU", "y", x.id, "rcu_nocbs= needs RCU_NOCB_CPU (kernel/rcu/Kconfig)")
 
 
+def _rcu_boost(fr: Fragment, f: Facts, x: Finding) -> None:
+    fr.set(
+        "CONFIG_RCU_BOOST",
+        "y",
+        x.id,
+        "boost preempted RCU readers (kernel/rcu/Kconfig)\n"
+        "it depends on (RT_MUTEXES && PREEMPT_RCU && RCU_EXPERT) || PREEMPT_RT",
+    )
+
+
 def _debug(fr: Fragment, f: Facts, x: Finding) -> None:
     for symbol in f.debug_options:
         o = BY_SYMBOL[symbol]
@@ -224,6 +234,7 @@ SETTERS: dict[str, Callable[[Fragment, Facts, Finding], None]] = {
     "kernel.config": _kernel_config,
     "kernel.preempt": _preempt,
     "kernel.debug_options": _debug,
+    "kernel.rcu_boost": _rcu_boost,
     "kernel.latency_tracers": _tracers,
     "timer.hz": _hz,
     "timer.mode": _timer_mode,
