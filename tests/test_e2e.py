@@ -56,7 +56,7 @@ SLOW = """
 [experiment]
 name = "slow"
 [defaults]
-duration = "1s"
+duration = "2s"
 settle = "0"
 policy = "other"
 [[series]]

@@ -128,10 +128,12 @@ def test_a_higher_priority_thread_is_named(meter_run, spinner):
         "--explain",
         "100us",
         "--explain-max",
-        "5",
+        "40",
     )
     assert cp.returncode == 0, cp.stderr
-    check_spikes(doc, 5)
+    # the 40 worst: a few of the worst may be this virtual machine's own gaps (no event
+    # while the CPU was idle), the spinner's ~130 spikes outnumber those
+    check_spikes(doc, 40)
     spikes = doc["spikes"]
     assert len(spikes) >= 3
     named = [

@@ -20,8 +20,18 @@ VOLATILE_FACTS = {
     "kthreads_on_rt",
     "kthreads_on_rt_names",
     "rt_policy_tasks_on_rt",
+    "committed_as_kb",  # memory committed changes with every process started
+    "rt_user_threads",  # user processes at real-time policies come and go
+    "rt_user_thread_list",
 }
-VOLATILE_FINDINGS = {"tasks.user", "tasks.kthreads", "sched.rt_throttling_isolated"}
+VOLATILE_FINDINGS = {
+    "tasks.user",
+    "tasks.kthreads",
+    "sched.rt_throttling_isolated",
+    "vm.overcommit",  # its evidence quotes Committed_AS
+    "vm.oom",  # names the real-time processes of the moment
+    "tasks.rt_priority",
+}
 
 
 def sysinfo(run_probe, path: Path) -> dict:
