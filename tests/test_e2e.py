@@ -74,6 +74,9 @@ def test_interrupt_keeps_finished_cases_and_resume_completes(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # as from a terminal: a shell without job control starts background commands with
+        # SIGINT ignored, and a Python started so keeps ignoring it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
     def manifest() -> dict | None:
