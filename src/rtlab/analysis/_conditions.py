@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rtlab.analysis._spikes import _int
 from rtlab.system._cpus import cpulist_or_none, format_cpulist
 
 #: Kernel-log symptoms, matched on a message's text whatever its facility: (name, regex).
@@ -71,18 +72,7 @@ class Conditions:
         return not self.not_met
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "recorded": self.recorded,
-            "met": self.met,
-            "not_met": self.not_met,
-            "warnings": self.warnings,
-            "cpus": self.cpus,
-            "messages": self.messages,
-            "messages_lost": self.messages_lost,
-            "messages_read": self.messages_read,
-            "applied": self.applied,
-            "errors": self.errors,
-        }
+        return {**asdict(self), "met": self.met}
 
 
 def _dict(v: Any) -> Mapping[str, Any]:
@@ -91,10 +81,6 @@ def _dict(v: Any) -> Mapping[str, Any]:
 
 def _list(v: Any) -> list[Any]:
     return v if isinstance(v, list) else []
-
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _num(v: float) -> str:
