@@ -436,6 +436,34 @@ static void test_spike_stack(void)
 	CHECK(strstr(x->verdict, "while `hog` ran") != NULL);
 	CHECK_INT(x->stack_why, XSW_NO_STACK);
 	xring_free(&r);
+
+	/* No interrupt here and no waking either: the timer expired on another CPU. */
+	CHECK_INT(xring_init(&r, 64), 0);
+	push(&r, 0,
+	     "  hog-42 [001] d..2. %lld.%06lld: sched_switch: prev_comm=x prev_pid=9 "
+	     "prev_prio=120 prev_state=S ==> next_comm=hog next_pid=42 next_prio=49");
+	push(&r, 430,
+	     "  hog-42 [001] d..2. %lld.%06lld: sched_switch: prev_comm=hog prev_pid=42 "
+	     "prev_prio=49 prev_state=S ==> next_comm=probe next_pid=500 next_prio=49");
+	xattr_explain(&r, &m, 1, 500, 0, 100000, x);
+	CHECK(strstr(x->verdict, "thread `hog`") != NULL);
+	CHECK_INT(x->stack_why, XSW_REMOTE);
+	xring_free(&r);
+
+	/* Woken here by an interrupt that is not a timer's: no timer event, not remote. */
+	CHECK_INT(xring_init(&r, 64), 0);
+	push(&r, 0,
+	     "  hog-42 [001] d..2. %lld.%06lld: sched_switch: prev_comm=x prev_pid=9 "
+	     "prev_prio=120 prev_state=S ==> next_comm=hog next_pid=42 next_prio=49");
+	push(&r, 120,
+	     "  hog-42 [001] d.h1. %lld.%06lld: sched_waking: comm=probe pid=500 prio=49 "
+	     "target_cpu=001");
+	push(&r, 430,
+	     "  hog-42 [001] d..2. %lld.%06lld: sched_switch: prev_comm=hog prev_pid=42 "
+	     "prev_prio=49 prev_state=S ==> next_comm=probe next_pid=500 next_prio=49");
+	xattr_explain(&r, &m, 1, 500, 0, 100000, x);
+	CHECK_INT(x->stack_why, XSW_NO_EVENT);
+	xring_free(&r);
 	free(x);
 }
 

@@ -168,10 +168,10 @@ def stack_checks(doc: dict) -> None:
 
 @needs_tracefs
 def test_a_thread_in_the_kernel_leaves_its_kernel_stack(meter_run, spinner):
-    """A SCHED_FIFO 80 thread reading /dev/zero (the kernel clears its buffer) for 3 ms
-    every 30 ms: the spikes it causes keep the stack of the timer interrupt that stopped
-    it, with the kernel's read path below the interrupt entry. The kernel's trigger is
-    removed with the instance and the user's tracing is unchanged."""
+    """A SCHED_FIFO 80 thread reading /dev/urandom for 3 ms every 30 ms: the spikes it
+    causes keep the stack of the timer interrupt that stopped it, most with the kernel's
+    read path below the interrupt entry. The kernel's trigger is removed with the
+    instance and the user's tracing is unchanged."""
     before = tracing_settings()
     pid, name = spinner(spin_us=3000, period_ms=30, name="rtlab-kplant", kernel=True)
     cp, doc = meter_run(
@@ -193,12 +193,17 @@ def test_a_thread_in_the_kernel_leaves_its_kernel_stack(meter_run, spinner):
     assert mine, " | ".join(s["verdict"] for s in doc["spikes"])
     with_stack = [s for s in mine if s["cause_stack"]]
     assert len(with_stack) * 2 > len(mine), [s["cause_stack_unavailable"] for s in mine]
+    reading = []
     for s in with_stack:
         frames = [f.split("+")[0] for f in s["cause_stack"]]
         assert "hrtimer_interrupt" in frames  # the interrupt's own frames come first
         below = frames[frames.index("hrtimer_interrupt") + 1 :]
-        assert {"ksys_read", "vfs_read"} & set(below), s["cause_stack"]
+        if {"ksys_read", "vfs_read"} & set(below):
+            reading.append(s)
         assert all("+0x" in f for f in s["cause_stack"])  # options/sym-offset
+    # The burst is nearly all kernel time; an expiry in its first microseconds finds
+    # the thread still waking up (do_nanosleep) or in the interpreter between reads.
+    assert len(reading) * 2 > len(with_stack), [s["cause_stack"] for s in with_stack]
     assert tracing_settings() == before
     assert explain_instance_gone(doc)
 

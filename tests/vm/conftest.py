@@ -107,10 +107,12 @@ def guest(request) -> Guest:
 SPINNER = Path(__file__).resolve().parents[1] / "probe" / "spinner.py"
 
 
-def explain_planted(g: Guest, name: str, *spinner_args: str) -> tuple[int, dict]:
+def explain_planted(
+    g: Guest, name: str, *spinner_args: str, explain_max: int = 40
+) -> tuple[int, dict]:
     """Plant tests/probe/spinner.py as NAME (SCHED_FIFO 80 on the RT CPU, 3 ms every
-    30 ms, then SPINNER_ARGS), explain a 4 s fifo:50 wakeup run there (the 40 worst
-    samples over 100 µs), stop it by PID: (its PID, the document)."""
+    30 ms, then SPINNER_ARGS), explain a 4 s fifo:50 wakeup run there (the EXPLAIN_MAX
+    worst samples over 100 µs), stop it by PID: (its PID, the document)."""
     out = f"/tmp/{name}.out"
     spin = (
         f"{shlex.quote(sys.executable)} {shlex.quote(str(SPINNER))} {RT_CPU} 80 3000 30 "
@@ -121,7 +123,7 @@ def explain_planted(g: Guest, name: str, *spinner_args: str) -> tuple[int, dict]
         g.sh(f"for i in $(seq 100); do grep -q ready {out} && break; sleep 0.1; done")
         g.sh(
             f"{g.probe} wakeup --cpus {RT_CPU} --policy fifo:50 --duration 4s "
-            f"--explain 100us --explain-max 40 --json /tmp/{name}.json --quiet"
+            f"--explain 100us --explain-max {explain_max} --json /tmp/{name}.json --quiet"
         )
     finally:
         g.sh(f"kill {pid}", check=False)

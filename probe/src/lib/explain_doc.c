@@ -95,6 +95,10 @@ static const char *stack_why(const struct explain *x, const struct xspike *s)
 	case XSW_NO_EVENT:
 		return "no timer interrupt stopped the main cause in the window (stacks are taken "
 		       "at the timer interrupt)";
+	case XSW_REMOTE:
+		return "no interrupt on this CPU stopped the main cause: the measuring thread was "
+		       "woken from another CPU (its timer expired there, e.g. moved off a "
+		       "nohz_full CPU while kernel.timer_migration is 1, or another thread woke it)";
 	case XSW_NO_STACK:
 		return s->events_lost ? "the timer interrupt that stopped the main cause came "
 					"without a stack (trace events were lost)"

@@ -581,4 +581,7 @@ void xattr_explain(const struct xring *r, const struct xmark *m, int cpu, pid_t 
 	qsort(x->causes, (size_t)x->ncauses, sizeof(x->causes[0]), by_ns);
 	xspike_verdict(x);
 	pick_stack(x, cand, ncand);
+	/* no waking here: its timer expired (or its waker ran) on another CPU */
+	if (x->stack_why == XSW_NO_EVENT && x->woken_ns < 0 && !x->events_lost && !x->truncated)
+		x->stack_why = XSW_REMOTE;
 }

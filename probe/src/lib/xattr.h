@@ -34,6 +34,7 @@ enum xstack_why {
 	XSW_OFF,      /* stacks were not recorded in this run */
 	XSW_IDLE,     /* the main cause is time while the CPU was idle */
 	XSW_NO_EVENT, /* no timer interrupt stopped the cause in the window */
+	XSW_REMOTE,   /* none did, and the measuring thread was woken from another CPU */
 	XSW_NO_STACK, /* the interrupt that did came without a stack */
 	XSW_LOST,     /* its stack was overwritten before the spike was explained */
 };
