@@ -4,7 +4,9 @@ times, stored as an experiment whose cases have meter "throughput".
 Each workload is one entry of WORKLOADS: the tool it needs, the figure it yields (and
 whether higher is better), and how to run it once at a SCALE of its default size. The
 tools are the ones users trust (hackbench, stress-ng, iperf3); fork-exec is timed here.
-Every child runs in a process group of its own and is killed by PID on every exit path.
+A user's command is a workload too (rtlab._benchopts). Every run also records its wall
+time and the user and system CPU time of the processes it started (rusage). Every child
+runs in a process group of its own and is killed by PID on every exit path.
 """
 
 from __future__ import annotations

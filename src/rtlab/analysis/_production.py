@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rtlab.system._cpus import format_cpulist
+
 #: /proc/stat's categories in the order tables show them (guest time is inside user).
 CATEGORIES = ("user", "nice", "system", "irq", "softirq", "iowait", "idle", "steal")
 #: Busy categories: all but idle and iowait (as activity.cpu_busy_pct counts them).
@@ -92,7 +94,7 @@ def _fmt_load(avg: Any) -> str:
 def production_row(series: str, case: str, p: Mapping[str, Any]) -> list[str]:
     """One row of the production table (HEADERS) for a case's production(doc)."""
     cpus = p["measured_cpus"]
-    where = ",".join(cpus) if cpus else "all"
+    where = "all" if cpus is None else (format_cpulist([int(c) for c in cpus]) or "-")
     load = _fmt_load(p["loadavg_end"] or p["loadavg_start"])
     return [
         series,
