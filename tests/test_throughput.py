@@ -114,6 +114,14 @@ def test_user_commands_are_timed_and_their_cpu_time_split(rtlab, tmp_path):
     assert all(v <= w for v, w in zip(compute["values"], walls, strict=True))
 
 
+def test_a_command_runs_once_per_repetition(rtlab, tmp_path):
+    marks = tmp_path / "marks"
+    code = f"open({str(marks)!r}, 'a').write('x')"
+    command = f"mark={shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+    rows = _stored(rtlab, tmp_path / "results", "--repeat", "4", "--workload", command)
+    assert rows["mark"]["runs"] == 4 and marks.read_text() == "xxxx"
+
+
 def test_builtins_and_commands_together_in_process_time_counts(rtlab, tmp_path):
     rows = _stored(rtlab, tmp_path, "--repeat", "2", "--scale", "0.05",
                    "--workloads", "fork-exec", "--workload", "/bin/true")  # fmt: skip

@@ -27,7 +27,7 @@ class Column:
     label: str  # table header
     unit: str  # "ns", "count", "pct", "per_s", "num" (4 significant digits), "text"
     doc: str
-    compared: bool = True  # `rtlab compare` shows A and B (else only a pair column does)
+    compared: bool = True  # `rtlab compare` prints A and B (else only `show` and JSON)
 
     def format(self, value: Any) -> str:
         """VALUE as a table cell in this column's unit; "-" when unknown."""
@@ -429,12 +429,12 @@ VIEWS: dict[str, MeterView] = {
                 Column("unit", "unit", "text", "what the figure counts"),
                 Column("better", "better", "text", "whether higher or lower is better"),
                 Column("mean", "mean", "num", "mean over the runs"),
-                Column("stddev", "stddev", "num", "sample standard deviation"),
-                Column("ci_low", "95 % CI low", "num", "bootstrap interval of the mean"),
-                Column("ci_high", "95 % CI high", "num", "bootstrap interval of the mean"),
+                Column("stddev", "stddev", "num", "sample standard deviation", False),
+                Column("ci_low", "95 % CI low", "num", "bootstrap interval of the mean", False),
+                Column("ci_high", "95 % CI high", "num", "bootstrap interval of the mean", False),
                 Column("runs", "runs", "count", "repetitions"),
-                Column("user_s", "user s", "num", "user CPU time of a run, mean", False),
-                Column("system_s", "system s", "num", "system CPU time of a run, mean", False),
+                Column("user_s", "user s", "num", "user CPU time of a run, mean"),
+                Column("system_s", "system s", "num", "system CPU time of a run, mean"),
             ),
             _throughput,
             (
