@@ -18,8 +18,6 @@ from rtlab.ingest import read_cyclictest
 from rtlab.records import CaseRecord, SeriesRecord, new_manifest
 from rtlab.store import Store
 
-from ._skips import need_tool
-
 WORKLOADS = [
     f"compute={shlex.quote(sys.executable)} -c 'sum(range(10**6))'",
     "syscalls=dd if=/dev/zero of=/dev/null bs=512 count=20000",
@@ -36,7 +34,6 @@ def _bench(rtlab, results: Path, *args: str) -> str:
 
 
 def test_throughput_per_workload_with_user_and_system_time(rtlab, tmp_path):
-    need_tool("dd")
     a, b = _bench(rtlab, tmp_path), _bench(rtlab, tmp_path)
     rc, out, _ = rtlab("show", a, "--results", str(tmp_path), "--json")
     rows = json.loads(out)["meters"]["throughput"]

@@ -96,7 +96,6 @@ def _stored(rtlab, results, *args: str) -> dict:
 
 
 def test_user_commands_are_timed_and_their_cpu_time_split(rtlab, tmp_path):
-    need_tool("dd")
     rows = _stored(rtlab, tmp_path, "--repeat", "3", "--workload", COMPUTE, "--workload", SYSCALLS)
     assert list(rows) == ["compute", "syscalls"]  # no built-in runs beside the commands
     for r in rows.values():
