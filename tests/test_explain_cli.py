@@ -353,7 +353,7 @@ def test_a_schema_6_document_migrates_without_stacks():
     doc = probe_doc(EXPLAIN, [{k: v for k, v in SPIKES[0].items() if k not in STACK_KEYS}])
     doc["schema"] = 6
     new = migrate(doc, "old.json")
-    assert new["schema"] == RESULT_SCHEMA == 7
+    assert new["schema"] == RESULT_SCHEMA == 8
     assert new["explain"]["stacks"]["recorded"] is False
     spike = new["spikes"][0]
     assert spike["cause_stack"] is None and spike["cause_stack_unavailable"]

@@ -110,7 +110,7 @@ def test_older_schemas_are_migrated(rtlab, made, tmp_path, schema):
     assert rc == 0, err
     (exp,) = _experiments(tmp_path / "results")
     stored = json.loads((exp / "cases" / "000.json").read_text())
-    assert stored["schema"] == 7 and stored["import"]["schema"] == schema
+    assert stored["schema"] == 8 and stored["import"]["schema"] == schema
     assert stored["deadline_exceeded"] is False and stored["params"]["deadline_ns"] == 10**9
     assert "raw_lost" in stored["threads"][0] and stored["spikes"] == []
     manifest = json.loads((exp / "experiment.json").read_text())

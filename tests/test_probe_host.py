@@ -210,18 +210,18 @@ def test_schema_1_documents_migrate():
         "params": {"threshold_ns": 5},
     }
     doc = migrate(old, "x.json")
-    assert doc["schema"] == RESULT_SCHEMA == 7
+    assert doc["schema"] == RESULT_SCHEMA == 8
     assert doc["deadline_exceeded"] is True and doc["params"] == {"deadline_ns": 5}
     assert doc["threads"] == [{"index": 0, "count": 0, "raw_lost": 7}]
     assert "threshold_exceeded" in old and "lost" in thread  # the caller's is left as it was
     with pytest.raises(UserError, match="newer than this rtlab"):
-        migrate({"schema": 8, "threads": []}, "x.json")
+        migrate({"schema": 9, "threads": []}, "x.json")
 
 
 def test_schema_4_documents_say_their_virtualization_is_unknown():
     old = {"schema": 4, "threads": [], "explain": None, "spikes": [], "host": {"realtime": 1}}
     doc = migrate(old, "x.json")
-    assert doc["schema"] == 7 and doc["host"]["realtime"] == 1
+    assert doc["schema"] == 8 and doc["host"]["realtime"] == 1
     assert doc["host"]["virtualization"]["kind"] == "unknown"
     assert "virtualization" not in old["host"]  # the caller's is left as it was
 

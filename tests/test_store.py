@@ -54,7 +54,7 @@ def test_case_status_updates_index_and_completion(tmp_path):
 
 def test_create_with_documents_marks_cases_done(tmp_path):
     store = Store(tmp_path)
-    doc = {"schema": 7, "threads": [], "explain": None, "spikes": []}
+    doc = {"schema": 8, "threads": [], "explain": None, "spikes": []}
     docs = {0: dict(doc), 1: dict(doc)}
     rec = store.create(manifest(), "", {}, documents=docs)
     assert rec.complete and [c.document for c in rec.cases] == ["cases/000.json", "cases/001.json"]

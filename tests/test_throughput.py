@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import shutil
+import sys
 
 import pytest
 
+from rtlab.errors import UnsupportedError
 from rtlab.throughput import WORKLOADS, change_pct
 
 from ._skips import need_tool
@@ -42,6 +46,8 @@ def test_suite_is_stored_shown_and_compared(rtlab, tmp_path):
     rc, out, _ = rtlab("compare", *ids, "--results", str(results), "--json")
     pairs = json.loads(out)["meters"]["throughput"]
     assert len(pairs) == 2 and all("change_pct" in p["change"] for p in pairs)
+    assert all("user_s_change_pct" in p["change"] for p in pairs)
+    assert all(p["baseline_row"]["user_s"] is not None for p in pairs)
     rc, out, _ = rtlab("compare", *ids, "--results", str(results))
     assert rc == 0 and "change" in out
 
@@ -74,3 +80,120 @@ def test_run_throughput_is_the_suite(rtlab, tmp_path, monkeypatch):
     rc, out, _ = rtlab("show", stored["id"], "--results", str(tmp_path), "--json")
     (row,) = json.loads(out)["meters"]["throughput"]
     assert row["workload"] == "fake" and row["runs"] == 5 and row["mean"] == 1.5
+
+
+# --- the CPU time of each run, user commands, the scheduling policy ------------------------
+
+COMPUTE = f"compute={shlex.quote(sys.executable)} -c 'sum(range(10**7))'"
+SYSCALLS = "syscalls=dd if=/dev/zero of=/dev/null bs=512 count=200000"
+
+
+def _stored(rtlab, results, *args: str) -> dict:
+    rc, out, err = rtlab("bench", "throughput", "--json", "--results", str(results), *args)
+    assert rc == 0, err
+    rc, out, _ = rtlab("show", json.loads(out)["id"], "--results", str(results), "--json")
+    return {r["workload"]: r for r in json.loads(out)["meters"]["throughput"]}
+
+
+def test_user_commands_are_timed_and_their_cpu_time_split(rtlab, tmp_path):
+    rows = _stored(rtlab, tmp_path, "--repeat", "3", "--workload", COMPUTE, "--workload", SYSCALLS)
+    assert list(rows) == ["compute", "syscalls"]  # no built-in runs beside the commands
+    for r in rows.values():
+        assert r["runs"] == 3 and r["unit"] == "s" and r["better"] == "lower"
+        for key in ("wall_s", "user_s", "system_s"):
+            t = r["times"][key]
+            assert len(t["values"]) == 3 and all(v >= 0 for v in t["values"])
+            assert t["ci_low"] <= t["mean"] <= t["ci_high"]
+        assert r["policy"] == "other"
+    compute, syscalls = rows["compute"], rows["syscalls"]
+    assert compute["user_s"] > compute["system_s"]  # a compute workload runs in user space
+    assert syscalls["system_s"] > 0  # 400,000 read/write calls
+    # its figure is the command's wall time, inside the run's
+    walls = compute["times"]["wall_s"]["values"]
+    assert all(v <= w for v, w in zip(compute["values"], walls, strict=True))
+
+
+def test_a_command_runs_once_per_repetition(rtlab, tmp_path):
+    marks = tmp_path / "marks"
+    code = f"open({str(marks)!r}, 'a').write('x')"
+    command = f"mark={shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+    rows = _stored(rtlab, tmp_path / "results", "--repeat", "4", "--workload", command)
+    assert rows["mark"]["runs"] == 4 and marks.read_text() == "xxxx"
+
+
+def test_builtins_and_commands_together_in_process_time_counts(rtlab, tmp_path):
+    rows = _stored(rtlab, tmp_path, "--repeat", "2", "--scale", "0.05",
+                   "--workloads", "fork-exec", "--workload", "/bin/true")  # fmt: skip
+    assert list(rows) == ["fork-exec", "true"]
+    # fork-exec spawns from rtlab itself: the spawning's CPU time is rtlab's own
+    assert rows["fork-exec"]["user_s"] + rows["fork-exec"]["system_s"] > 0
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--workload", ""], "no command"),
+        (["--workload", "   "], "no command"),
+        (["--workload", "no-such-command-rtlab x"], "command not found"),
+        (["--workload", "/nonexistent/tool"], "command not found"),
+        (["--workload", "'unterminated"], "quotation"),
+        (["--workload", "true", "--workload", "true"], "given twice"),
+        (["--workload", "hackbench-pipe=true", "--workloads", "hackbench-pipe"], "given twice"),
+        (["--workload", "x" * 5000], "longer than"),
+        (["--workload", "false"], "exited 1"),
+        (["--workloads", "nonesuch", "--workload", "true"], "unknown workload"),
+        (["--workload", "true", "--policy", "fifo:0"], "--policy"),
+        (["--workload", "true", "--policy", "deadline"], "--policy"),
+    ],
+)
+def test_bad_commands_and_policies_are_refused(rtlab, tmp_path, args, words):
+    if "hackbench-pipe" in args:
+        need_tool("hackbench")
+    rc, _, err = rtlab("bench", "throughput", "--repeat", "2", "--results", str(tmp_path), *args)
+    assert rc == 2 and words in err and err.strip().count("\n") <= 1, err
+    assert "Traceback" not in err
+    assert not any(tmp_path.glob("*/experiment.json"))  # nothing stored
+
+
+def _check_fifo(name: str) -> str:
+    code = "import os, sys; sys.exit(0 if os.sched_getscheduler(0) == os.SCHED_FIFO else 3)"
+    return f"{name}={shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+
+
+def test_policy_fifo_runs_every_workload_at_fifo(rtlab, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("SCHED_FIFO needs root or CAP_SYS_NICE")
+    before = os.sched_getscheduler(0)
+    rows = _stored(rtlab, tmp_path, "--repeat", "2", "--policy", "fifo:5",
+                   "--workload", _check_fifo("fifo-check"))  # fmt: skip
+    assert rows["fifo-check"]["runs"] == 2 and rows["fifo-check"]["policy"] == "fifo:5"
+    assert os.sched_getscheduler(0) == before  # rtlab's own policy is put back
+    # without --policy the same check fails: the workload really saw the policy
+    rc, _, err = rtlab("bench", "throughput", "--workload", _check_fifo("x"),
+                       "--results", str(tmp_path))  # fmt: skip
+    assert rc == 2 and "exited 3" in err
+
+
+def test_policy_refused_without_privilege_or_throttling(rtlab, tmp_path, monkeypatch):
+    from rtlab import _benchopts
+    from rtlab.system import SysRoot
+
+    from .conftest import make_root
+
+    off = SysRoot(make_root(tmp_path, {"proc/sys/kernel/sched_rt_runtime_us": "-1\n"}))
+    with pytest.raises(UnsupportedError, match="throttling is off"):
+        _benchopts.check_policy(("fifo", 10), off)
+    knobs = {"proc/sys/kernel/sched_rt_runtime_us": "950000\n",
+             "proc/sys/kernel/sched_rt_period_us": "1000000\n"}  # fmt: skip
+    on = SysRoot(make_root(tmp_path / "on", knobs))
+    assert _benchopts.rt_throttling(on) == (950000, 1000000)
+
+    def refuse(*_a):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    results = tmp_path / "results"
+    rc, _, err = rtlab("bench", "throughput", "--workload", "true", "--policy", "fifo:50",
+                       "--results", str(results))  # fmt: skip
+    assert rc == 3 and "not permitted" in err and "RLIMIT_RTPRIO" in err
+    assert not any(results.glob("*/experiment.json"))

@@ -24,7 +24,7 @@ from rtlab.resultdoc import check_document
 #: Version of the probe's result document. 2: `threshold` became `deadline`
 #: (params.threshold_ns -> params.deadline_ns, threshold_exceeded -> deadline_exceeded).
 #: 3: threads[].lost (raw samples dropped) -> raw_lost; `lost` is a meter's lost events.
-RESULT_SCHEMA = 7
+RESULT_SCHEMA = 8
 
 # Probe exit codes (docs/result-format.md, README); 5: an output could not be written.
 EXIT_OK, EXIT_THRESHOLD, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_INTERNAL = 0, 1, 2, 3, 4
@@ -291,6 +291,8 @@ def migrate(doc: dict, source: str) -> dict:
         doc = dict(doc, schema=6, conditions=None)  # 6 added the run's conditions
     if doc.get("schema") == 6:
         doc = _v6_to_v7(doc)
+    if doc.get("schema") == 7:
+        doc = _v7_to_v8(doc)
     if not isinstance(doc.get("threads"), list):
         raise UserError(f"{source}: result document has no 'threads' list")
     check_document(doc, source)
@@ -307,6 +309,15 @@ def _v4_to_v5(doc: dict) -> dict:
     host = doc.get("host")
     if isinstance(host, dict) and "virtualization" not in host:
         doc["host"] = dict(host, virtualization=dict(UNKNOWN_VIRTUALIZATION))
+    return doc
+
+
+def _v7_to_v8(doc: dict) -> dict:
+    """8 added the CPU time split and the load average to `activity` (absent: null)."""
+    doc = dict(doc, schema=8)
+    activity = doc.get("activity")
+    if isinstance(activity, dict):
+        doc["activity"] = {"tick_ns": None, "cpu_time_ns": None, "loadavg": None, **activity}
     return doc
 
 

@@ -217,3 +217,21 @@ def check_document(doc: Any, source: str) -> None:
             w.num(v, f"activity.cpu_busy_pct.{cpu}")
         for name in ("ctxt_per_s", "intr_per_s"):
             w.num(activity.get(name), f"activity.{name}")
+        _cpu_time(w, activity)
+
+
+def _cpu_time(w: _Where, activity: Mapping[str, Any]) -> None:
+    """activity.cpu_time_ns and activity.loadavg (schema 8; null when not recorded)."""
+    w.int(activity.get("tick_ns"), "activity.tick_ns", lo=1)
+    split = activity.get("cpu_time_ns")
+    w.typed(split, "activity.cpu_time_ns", Mapping)
+    for cpu, cats in (split or {}).items():
+        w.typed(cats, f"activity.cpu_time_ns.{cpu}", Mapping)
+        for cat, v in (cats if isinstance(cats, Mapping) else {}).items():
+            w.int(v, f"activity.cpu_time_ns.{cpu}.{cat}", lo=0, none=False)
+    load = activity.get("loadavg")
+    w.typed(load, "activity.loadavg", Mapping)
+    for when, avg in (load or {}).items():
+        w.typed(avg, f"activity.loadavg.{when}", Mapping)
+        for name, v in (avg if isinstance(avg, Mapping) else {}).items():
+            w.num(v, f"activity.loadavg.{when}.{name}")

@@ -4,7 +4,9 @@ times, stored as an experiment whose cases have meter "throughput".
 Each workload is one entry of WORKLOADS: the tool it needs, the figure it yields (and
 whether higher is better), and how to run it once at a SCALE of its default size. The
 tools are the ones users trust (hackbench, stress-ng, iperf3); fork-exec is timed here.
-Every child runs in a process group of its own and is killed by PID on every exit path.
+A user's command is a workload too (rtlab._benchopts). Every run also records its wall
+time and the user and system CPU time of the processes it started (rusage). Every child
+runs in a process group of its own and is killed by PID on every exit path.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import resource
 import select
 import shutil
 import signal
@@ -42,10 +45,12 @@ class Workload:
     tool: str | None  # the command it needs on PATH
     description: str
     run: Callable[[float], float]  # one run at a scale of the default size -> the figure
+    in_process: bool = False  # runs in rtlab itself: its own CPU time counts as the run's
+    command: tuple[str, ...] | None = None  # a user's command (`--workload`): its words
 
 
 @contextlib.contextmanager
-def _group(cmd: list[str], **kw: Any) -> Iterator[subprocess.Popen[str]]:
+def process_group(cmd: list[str], **kw: Any) -> Iterator[subprocess.Popen[str]]:
     """CMD in a process group of its own, killed (the whole group) when leaving."""
     proc = subprocess.Popen(cmd, start_new_session=True, **kw)
     try:
@@ -60,7 +65,7 @@ def _group(cmd: list[str], **kw: Any) -> Iterator[subprocess.Popen[str]]:
 
 
 def _output(cmd: list[str], timeout_s: float) -> str:
-    with _group(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as p:
+    with process_group(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as p:
         try:
             out, _ = p.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -105,7 +110,7 @@ def _iperf3(scale: float) -> float:
     secs = max(1, round(3 * scale))
     port = str(_free_port())
     server = ["iperf3", "-s", "-1", "--forceflush", "-B", "127.0.0.1", "-p", port]
-    with _group(server, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as srv:
+    with process_group(server, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as srv:
         # A test connection would be the one client `-1` serves: wait for its banner.
         banner = srv.stdout
         assert banner is not None  # stdout=PIPE
@@ -190,6 +195,7 @@ WORKLOADS: dict[str, Workload] = {
             None,
             "posix_spawn of /bin/true and wait, 1000 times",
             _fork_exec,
+            in_process=True,
         ),
     )
 }
@@ -244,22 +250,51 @@ def change_pct(a: list[float], b: list[float], seed: int = 0) -> dict[str, float
             "excludes_zero": bool(lo > 0 or hi < 0)}  # fmt: skip
 
 
+def _cpu_s(who: int) -> tuple[float, float]:
+    r = resource.getrusage(who)
+    return r.ru_utime, r.ru_stime
+
+
+def _interval(values: list[float]) -> dict[str, Any]:
+    arr = np.asarray(values, dtype=float)
+    lo, hi = bootstrap_mean(arr) if arr.size > 1 else (float(arr[0]), float(arr[0]))
+    return {"values": values, "mean": float(arr.mean()), "ci_low": lo, "ci_high": hi}
+
+
 def measure(
     w: Workload,
     repeat: int,
     scale: float,
     on_run: Callable[[Workload, int, float], None] | None = None,
+    policy: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run W REPEAT times; the result document of its case."""
+    """Run W REPEAT times; the result document of its case. Each run's user and system
+    CPU time is the rusage of the processes it started and waited for (RUSAGE_CHILDREN
+    before and after), plus rtlab's own for a workload that runs in it (fork-exec).
+    POLICY (the policy's record, rtlab._benchopts) is stored as it is."""
     start_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.monotonic_ns()
-    values = []
+    values: list[float] = []
+    times: dict[str, list[float]] = {"wall_s": [], "user_s": [], "system_s": []}
     for i in range(repeat):
+        child0 = _cpu_s(resource.RUSAGE_CHILDREN)
+        self0 = _cpu_s(resource.RUSAGE_SELF) if w.in_process else (0.0, 0.0)
+        wall0 = time.perf_counter()
         values.append(w.run(scale))
+        times["wall_s"].append(time.perf_counter() - wall0)
+        child1 = _cpu_s(resource.RUSAGE_CHILDREN)
+        self1 = _cpu_s(resource.RUSAGE_SELF) if w.in_process else (0.0, 0.0)
+        for k, key in enumerate(("user_s", "system_s")):
+            times[key].append(max(0.0, child1[k] - child0[k] + self1[k] - self0[k]))
         if on_run:
             on_run(w, i, values[-1])
     arr = np.asarray(values, dtype=float)
     lo, hi = bootstrap_mean(arr) if arr.size > 1 else (float(arr[0]), float(arr[0]))
+    params: dict[str, Any] = {"workload": w.name, "repeat": repeat, "scale": scale}
+    if w.command is not None:
+        params["command"] = list(w.command)
+    if policy is not None:
+        params["policy"] = policy["policy"]
     return {
         "schema": RESULT_SCHEMA,
         "tool": "rtlab",
@@ -269,7 +304,7 @@ def measure(
         "start_utc": start_utc,
         "end_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "elapsed_ns": time.monotonic_ns() - t0,
-        "params": {"workload": w.name, "repeat": repeat, "scale": scale},
+        "params": params,
         "threads": [],
         "throughput": {
             "workload": w.name,
@@ -282,5 +317,7 @@ def measure(
             "ci_low": lo,
             "ci_high": hi,
             "confidence": CONFIDENCE,
+            "times": {key: _interval(v) for key, v in times.items()},
+            "policy": policy,
         },
     }

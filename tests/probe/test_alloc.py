@@ -66,7 +66,7 @@ def check_alloc(
     doc: dict, pattern: str, sizes: list[int], tuned: bool, mallocs: int | None = None
 ) -> None:
     """MALLOCS: per size (pairs, batch), or in all over the sizes (random)."""
-    assert doc["meter"] == "alloc" and doc["schema"] == 7
+    assert doc["meter"] == "alloc" and doc["schema"] == 8
     p = doc["params"]
     assert p["sizes"] == sizes and p["pattern"] == pattern and p["tuned"] is tuned
     assert p["clock"] == "CLOCK_MONOTONIC"

@@ -394,4 +394,4 @@ def test_explain_is_refused_where_it_cannot_apply(meter_run, run_probe):
 def test_without_explain_the_document_says_so(meter_run):
     cp, doc = meter_run("wakeup", "--loops", "20")
     assert cp.returncode == 0, cp.stderr
-    assert doc["explain"] is None and doc["spikes"] == [] and doc["schema"] == 7
+    assert doc["explain"] is None and doc["spikes"] == [] and doc["schema"] == 8

@@ -17,7 +17,7 @@ def test_deadline_and_its_alias_exit_1_when_exceeded(wakeup, spelling):
     # Every latency exceeds 1 ns: the exit code is certain, not a timing assertion.
     cp, doc = wakeup("--loops", "50", "--policy", "other", spelling, "1ns")
     assert cp.returncode == 1, cp.stderr
-    assert doc["schema"] == 7
+    assert doc["schema"] == 8
     assert doc["deadline_exceeded"] is True
     assert doc["params"]["deadline_ns"] == 1
     assert "threshold_exceeded" not in doc and "threshold_ns" not in doc["params"]

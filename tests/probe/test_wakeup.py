@@ -64,7 +64,7 @@ def test_document_structure_per_cpu(wakeup):
     cpus = online_cpus()
     cp, doc = wakeup("--cpus", ",".join(map(str, cpus)), "--loops", "300", "--policy", "fifo:50")
     assert cp.returncode == 0, cp.stderr
-    assert doc["schema"] == 7 and doc["tool"] == "rtlab-probe" and doc["meter"] == "wakeup"
+    assert doc["schema"] == 8 and doc["tool"] == "rtlab-probe" and doc["meter"] == "wakeup"
     assert doc["complete"] is True and doc["stop_reason"] == "loops"
     assert doc["argv"][1:3] == ["wakeup", "--cpus"]
     assert doc["start_utc"].endswith("Z") and doc["start_utc"] <= doc["end_utc"]

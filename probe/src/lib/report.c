@@ -15,9 +15,10 @@
 #include "timeutil.h"
 
 #define RESULT_SCHEMA \
-	7 /* 2: threshold -> deadline; 3: threads[].lost -> raw_lost;
+	8 /* 2: threshold -> deadline; 3: threads[].lost -> raw_lost;
 			  4: explain, spikes; 5: host.virtualization; 6: conditions;
-			  7: explain.stacks, spikes[].cause_stack */
+			  7: explain.stacks, spikes[].cause_stack;
+			  8: activity.cpu_time_ns, activity.loadavg */
 
 static const struct {
 	const char *key;

@@ -46,6 +46,8 @@ from rtlab.analysis._metrics import (
     metric,
     metrics,
 )
+from rtlab.analysis._production import HEADERS as PRODUCTION_HEADERS
+from rtlab.analysis._production import production, production_row
 from rtlab.analysis._pwcet import (
     DEFAULT_RATE_HZ,
     Estimate,
@@ -89,6 +91,7 @@ __all__ = [
     "METRICS",
     "NBUCKETS",
     "OVERFLOW_AT",
+    "PRODUCTION_HEADERS",
     "QUANTILES",
     "RATIO_KEYS",
     "SYMPTOMS",
@@ -138,6 +141,8 @@ __all__ = [
     "per_thread_stats",
     "period_text",
     "policy_text",
+    "production",
+    "production_row",
     "pwcet",
     "rank_causes",
     "rank_test",

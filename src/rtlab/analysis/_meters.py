@@ -27,6 +27,7 @@ class Column:
     label: str  # table header
     unit: str  # "ns", "count", "pct", "per_s", "num" (4 significant digits), "text"
     doc: str
+    compared: bool = True  # `rtlab compare` prints A and B (else only `show` and JSON)
 
     def format(self, value: Any) -> str:
         """VALUE as a table cell in this column's unit; "-" when unknown."""
@@ -242,6 +243,7 @@ def _throughput(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     tp = doc.get("throughput")
     tp = tp if isinstance(tp, Mapping) else {}
     values = [v for v in tp.get("values") or [] if _num(v) is not None]
+    times = {k: v for k, v in _dict(tp.get("times")).items() if isinstance(v, Mapping)}
     return [
         {
             "workload": tp.get("workload"),
@@ -253,8 +255,21 @@ def _throughput(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
             "ci_high": _num(tp.get("ci_high")),
             "runs": len(values),
             "values": values,
+            "user_s": _num(_dict(times.get("user_s")).get("mean")),
+            "system_s": _num(_dict(times.get("system_s")).get("mean")),
+            "times": times or None,
+            "policy": _dict(tp.get("policy")).get("policy") or "other",
         }
     ]
+
+
+def _dict(v: Any) -> Mapping[str, Any]:
+    return v if isinstance(v, Mapping) else {}
+
+
+def _run_times(row: Mapping[str, Any], key: str) -> list[float]:
+    runs = _dict(_dict(row.get("times")).get(key)).get("values") or []
+    return [v for v in runs if _num(v) is not None]
 
 
 def _throughput_pair(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
@@ -262,7 +277,11 @@ def _throughput_pair(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, An
 
     if not a.get("values") or not b.get("values"):
         return {}
-    return change_pct(a["values"], b["values"])
+    out: dict[str, Any] = change_pct(a["values"], b["values"])
+    for key in ("user_s", "system_s"):  # absent before the CPU times were recorded
+        va, vb = _run_times(a, key), _run_times(b, key)
+        out[f"{key}_change_pct"] = change_pct(va, vb)["change_pct"] if va and vb else None
+    return out
 
 
 VIEWS: dict[str, MeterView] = {
@@ -410,10 +429,12 @@ VIEWS: dict[str, MeterView] = {
                 Column("unit", "unit", "text", "what the figure counts"),
                 Column("better", "better", "text", "whether higher or lower is better"),
                 Column("mean", "mean", "num", "mean over the runs"),
-                Column("stddev", "stddev", "num", "sample standard deviation"),
-                Column("ci_low", "95 % CI low", "num", "bootstrap interval of the mean"),
-                Column("ci_high", "95 % CI high", "num", "bootstrap interval of the mean"),
+                Column("stddev", "stddev", "num", "sample standard deviation", False),
+                Column("ci_low", "95 % CI low", "num", "bootstrap interval of the mean", False),
+                Column("ci_high", "95 % CI high", "num", "bootstrap interval of the mean", False),
                 Column("runs", "runs", "count", "repetitions"),
+                Column("user_s", "user s", "num", "user CPU time of a run, mean"),
+                Column("system_s", "system s", "num", "system CPU time of a run, mean"),
             ),
             _throughput,
             (
@@ -421,6 +442,10 @@ VIEWS: dict[str, MeterView] = {
                 Column("change_lo", "CI low", "pct", "95 % bootstrap interval of the change"),
                 Column("change_hi", "CI high", "pct", "95 % bootstrap interval of the change"),
                 Column("excludes_zero", "differs", "text", "the interval excludes 0"),
+                Column("user_s_change_pct", "user change", "pct", "B's user time against A's"),
+                Column(
+                    "system_s_change_pct", "system change", "pct", "B's system time against A's"
+                ),
             ),
             _throughput_pair,
         ),

@@ -248,7 +248,7 @@ def _print_meters(meters: MeterPairs) -> None:
 
     out = console()
     for view, pairs in meters.values():
-        numeric = [c for c in view.columns if c.unit != "text"]
+        numeric = [c for c in view.columns if c.unit != "text" and c.compared]
         text = [c for c in view.columns if c.unit == "text"]
         headers = ["B", "series", "case"] + [c.label for c in text]
         for k in view.latency:

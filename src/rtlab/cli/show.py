@@ -11,11 +11,14 @@ from rich.console import Console
 from rtlab.analysis import (
     EXPORT_METRICS,
     METRICS,
+    PRODUCTION_HEADERS,
     TABLE_COUNTS,
     TABLE_METRICS,
     Estimate,
     conditions_summary,
     irq_label,
+    production,
+    production_row,
 )
 from rtlab.cli._common import (
     DURATION,
@@ -120,6 +123,10 @@ def show(
                     for c in conditions
                 ],
                 "meters": {view.meter: vrows for view, vrows in views},
+                "production": [
+                    {"index": c.index, "series": c.series, "case": c.name} | p
+                    for c, p in _production(rec)
+                ],
             }
         )
         return status
@@ -159,6 +166,10 @@ def show(
         out.print("system activity while measuring (CPU busy %, switches/s, interrupts/s):")
         for text in activity:
             out.print(line(f"  {text}"))
+    prod = [production_row(c.series, c.name, p) for c, p in _production(rec)]
+    if prod:
+        title = "production conditions (% of the measured CPUs' time by category, load average)"
+        out.print(rich_table(title, PRODUCTION_HEADERS, prod, 3))
     _print_conditions(out, conditions)
     if verdict_line is not None:
         out.print(verdict_line)
@@ -243,3 +254,8 @@ def _activity_lines(rec: ExperimentRecord) -> list[str]:
             f"{_num(act.get('intr_per_s'))} intr/s"
         )
     return lines if loaded else []
+
+
+def _production(rec: ExperimentRecord) -> list[tuple[Any, dict[str, Any]]]:
+    """The finished cases that recorded production conditions, with them (schema 8)."""
+    return [(c, p) for c in rec.done_cases if (p := production(rec.document(c)))]

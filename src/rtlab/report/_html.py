@@ -13,7 +13,7 @@ from typing import Any
 from rtlab import __version__
 from rtlab._output import csv_text
 from rtlab.errors import UserError
-from rtlab.report import _conditions, _pwcet
+from rtlab.report import _conditions, _production, _pwcet
 from rtlab.report._comparison import comparison_tables
 from rtlab.report._data import ExperimentData, collect
 from rtlab.report._spikes import TITLE as SPIKES_TITLE
@@ -203,6 +203,8 @@ def build_sections(exps: list[ExperimentData], loads: Sequence[int]) -> list[Sec
                 tables=[_conditions.conditions_table(exps)],
             )
         )
+    if (prod := _production.production_table(exps)) is not None:
+        secs.append(Section("production", _production.TITLE, _production.INTRO, tables=[prod]))
     secs.append(
         Section(
             "measured",
