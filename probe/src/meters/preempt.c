@@ -275,13 +275,14 @@ static void preempt_loop(struct mthread *t, const void *p, const struct run_ctl 
 	uint64_t cycle = 0, sink = 0, changes = 0;
 	struct rusage ru0, ru1;
 	const bool unpinned = t->cpu < 0; /* pinned: it cannot change CPU, nothing to look at */
-	int cpu = unpinned ? sched_getcpu() : t->cpu, now_cpu;
+	int cpu, now_cpu;
 
 	if (s->tracing)
 		trace_start(s, t, ctl, unit);
 	(void)getrusage(RUSAGE_THREAD, &ru0);
 	s->off_cpu_schedstat = !read_run_delay(s->sched_fd, &s->delay0_ns);
 	s->mig_known = !read_migrations(s->debug_fd, &s->mig0);
+	cpu = unpinned ? sched_getcpu() : t->cpu; /* after the count: a change is one of it */
 	now = t->start_ns = s->t0_ns = mono_now_ns();
 	for (;;) {
 		begin = now;
