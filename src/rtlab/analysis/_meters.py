@@ -301,7 +301,7 @@ VIEWS: dict[str, MeterView] = {
                     "ns",
                     "thread CPU time per activation (signal handling included)",
                 ),
-                Column("cpu_pct", "CPU share", "pct", "CPU time per activation / the interval"),
+                Column("cpu_pct", "CPU %", "pct", "CPU time per activation / the interval"),
                 Column("overruns", "overruns", "count", "activations missed entirely"),
                 Column("drift_ns", "drift", "ns", "accumulated drift of relative sleeps"),
             ),
