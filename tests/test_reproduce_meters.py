@@ -127,6 +127,16 @@ def test_pipeline_worker_and_alloc_columns():
     assert row["touch_p50_ns"] is None
 
 
+def test_a_worker_without_events_has_its_cpu_share():
+    """0 Hz: no sample, yet the idle worker's CPU time over its wall time is the answer."""
+    thread = {"count": 0, "items": 0, "lost": 0, "cpu_ns": 250, "wall_ns": 1000}
+    _, (row,) = meter_rows(_doc("worker", thread | {"cpu_pct": 25.0}, {"rate_hz": 0}))
+    assert (row["rate_hz"], row["cpu_pct"]) == (0, 25.0)
+    older = {"count": 10, "cpu_pct": 3.0}  # without the parts: the cpu_pct stated
+    _, (row,) = meter_rows(_doc("worker", older, {"rate_hz": 10}))
+    assert row["cpu_pct"] == 3.0
+
+
 def periodic(mechanism: str, per_activation_ns: float) -> dict:
     thread = {"mechanism": mechanism, "cpu_ns_per_activation": per_activation_ns}
     return _doc("periodic", thread, {"mechanism": mechanism, "interval_ns": 1_000_000})

@@ -143,13 +143,23 @@ def _noise(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _cpu_share(threads: list[Mapping[str, Any]]) -> float | None:
+    """The threads' CPU time over their wall time, in %: also for threads without samples
+    (a worker at 0 Hz); the mean of their cpu_pct, weighted by samples, without the parts."""
+    parts = [(c, w) for t in threads if (c := _num(t.get("cpu_ns"))) is not None
+             and (w := _num(t.get("wall_ns")))]  # fmt: skip
+    if parts:
+        return _share_pct(sum(c for c, _ in parts), sum(w for _, w in parts))
+    return _weighted(threads, "cpu_pct")
+
+
 def _worker(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     threads = _threads(doc)
     return [
         {
             "design": _text(doc, "design"),
             "rate_hz": _num(_param(doc, "rate_hz")),
-            "cpu_pct": _weighted(threads, "cpu_pct"),
+            "cpu_pct": _cpu_share(threads),
             "lost": _sum(threads, "lost"),
         }
     ]
@@ -164,7 +174,7 @@ def _pipeline(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
         {
             "consumer": consumer if period is None else f"{consumer} {format_ns(period)}",
             "work_ns": _num(_param(doc, "work_ns")),  # absent before schema 8
-            "cpu_pct": _weighted(threads, "cpu_pct"),
+            "cpu_pct": _cpu_share(threads),
             "ring": _param(doc, "ring"),
             "rate_hz": _num(_param(doc, "rate_hz")),
             "records": _sum(threads, "records"),
