@@ -58,7 +58,7 @@ struct alloc_params {
 	int64_t batch;         /* batch: blocks per batch; random: blocks held at once */
 	bool batch_set;
 	bool tuned;
-	bool touch; /* write every page of each fresh block, timed apart */
+	bool touch;   /* write every page of each fresh block, timed apart */
 	int64_t seed; /* random: first state of thread 0's generator */
 	bool seed_set;
 	/* Resolved by check(). */

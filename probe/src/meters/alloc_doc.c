@@ -62,4 +62,3 @@ void alloc_size_json(struct jw *w, int64_t bytes, const struct size_stats *z, bo
 	alloc_faults_json(w, &z->faults);
 	jw_obj_end(w);
 }
-

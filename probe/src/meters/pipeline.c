@@ -287,8 +287,8 @@ static void pipeline_thread_json(struct jw *w, const struct mthread *t, const vo
 	jw_kuint(w, "producer_late", st->late);
 	jw_kint(w, "cpu_ns", st->cpu_ns);
 	jw_kint(w, "wall_ns", st->wall_ns);
-	jw_kdouble(w, "cpu_pct", st->wall_ns > 0 ? 100.0 * (double)st->cpu_ns / (double)st->wall_ns
-						: 0.0);
+	jw_kdouble(w, "cpu_pct",
+		   st->wall_ns > 0 ? 100.0 * (double)st->cpu_ns / (double)st->wall_ns : 0.0);
 	if (st->err)
 		jw_kstr(w, "producer_error", st->err);
 	jw_key(w, "producer");

@@ -256,7 +256,8 @@ static int preempt_thread_setup(struct mthread *t, const void *p, char *err, siz
 	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)t->tid);
 	s->sched_fd = open(path, O_RDONLY | O_CLOEXEC);
 	snprintf(path, sizeof(path), "/proc/self/task/%d/sched", (int)t->tid);
-	s->debug_fd = open(path, O_RDONLY | O_CLOEXEC); /* needs CONFIG_SCHED_DEBUG on older kernels */
+	/* se.nr_migrations; the file needs CONFIG_SCHED_DEBUG on older kernels */
+	s->debug_fd = open(path, O_RDONLY | O_CLOEXEC);
 	calibrate(s, pp->unit_ns); /* at the thread's own policy, on its own CPU */
 	if (pp->no_trace)
 		snprintf(s->why, sizeof(s->why), "not asked for (--no-trace)");
