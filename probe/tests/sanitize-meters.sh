@@ -110,14 +110,18 @@ for d in busy yield sleep:50us futex eventfd; do
 	run may-skip worker --design "$d" --loops 200 --rate 5000 "${short[@]}"
 done
 run may-skip worker --loops 300 --rate 10000 --threads 2 "${short[@]}"
+run may-skip worker --design futex --rate 0 --duration 200ms "${short[@]}"
 run may-skip pipeline --consumer aperiodic --loops 200 --rate 5000 --threads 2 "${short[@]}"
 run may-skip pipeline --processes --loops 200 --rate 5000 "${short[@]}"
+run may-skip pipeline --work 100us --loops 200 --rate 5000 "${short[@]}"
 for reg in static stack heap mmap file; do
 	run may-skip pagefault --region "$reg" --size 4M --protect prefault "${short[@]}"
 done
 for pat in pairs batch random; do
 	run may-skip alloc --pattern "$pat" --loops 50 --sizes 16,4K,1M "${short[@]}"
 done
+run may-skip alloc --touch --loops 50 --sizes 16,4K,1M "${short[@]}"
+run may-skip preempt --threads 1 --loops 200 "${short[@]}"
 run may-skip noise --duration 200ms --threads 2 "${short[@]}"
 run may-skip noise --tracer osnoise --cpus 0 --loops 1 "${short[@]}"
 run may-skip wakeup --tracer timerlat --cpus 0 --loops 50 "${short[@]}"

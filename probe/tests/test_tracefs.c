@@ -63,6 +63,7 @@ static void test_parse(void)
 	CHECK_INT(ev.prev_pid, 812);
 	CHECK_INT(ev.prev_prio, 89);
 	CHECK(ev.prev_runnable);
+	CHECK(ev.prev_preempt);
 	CHECK_STR(ev.next_comm, "python3");
 	CHECK_INT(ev.next_pid, 900);
 	CHECK_INT(ev.next_prio, 19);
@@ -76,6 +77,7 @@ static void test_parse(void)
 		  0);
 	CHECK_INT(ev.ts_ns, 1500000000LL);
 	CHECK(!ev.prev_runnable);
+	CHECK(!ev.prev_preempt);
 	CHECK_STR(ev.next_comm, "kworker/0:1 H");
 	CHECK_INT(ev.next_pid, 5);
 	CHECK_INT(ev.next_prio, 100);
@@ -87,6 +89,7 @@ static void test_parse(void)
 			&ev),
 		0);
 	CHECK(ev.prev_runnable);
+	CHECK(!ev.prev_preempt); /* runnable, switched out by schedule(): on the way to user mode */
 	CHECK_INT(ev.prev_prio, -1);
 	CHECK_INT(tracefs_parse_switch("# tracer: nop", &ev), -EINVAL);
 	CHECK_INT(tracefs_parse_switch("CPU:1 [LOST 12 EVENTS]", &ev), -EINVAL);

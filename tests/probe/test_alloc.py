@@ -356,7 +356,7 @@ def test_nothing_survives_sigkill(probe, tmp_path):
 def test_help(run_probe):
     cp = run_probe("alloc", "--help")
     assert cp.returncode == 0 and cp.stdout.startswith("usage: rtlab-probe alloc")
-    for text in ("--sizes LIST", "--pattern P", "--batch N", "--tuned", "--seed N", "M_MMAP_MAX"):
+    for text in ("--sizes LIST", "--pattern P", "--batch N", "--tuned", "--touch", "M_MMAP_MAX"):
         assert text in cp.stdout, text
     for pattern in ("pairs", "batch", "random"):
         assert f"\n  {pattern} " in cp.stdout
@@ -366,4 +366,30 @@ def test_listed_with_its_options(run_probe):
     cp = run_probe("list", "--json")
     assert cp.returncode == 0
     (meter,) = [m for m in json.loads(cp.stdout)["meters"] if m["name"] == "alloc"]
-    assert [o["name"] for o in meter["options"]] == ["sizes", "pattern", "batch", "tuned", "seed"]
+    names = [o["name"] for o in meter["options"]]
+    assert names == ["sizes", "pattern", "batch", "tuned", "touch", "seed"]
+
+
+@pytest.mark.parametrize("pattern", ["pairs", "batch", "random"])
+def test_touch_times_writing_each_fresh_block(alloc, pattern):
+    """--touch: one "touch" per malloc that returned a block, kept apart from the samples
+    (malloc and free calls); without it no "touch" at all."""
+    sizes = [4096, 1 << 20]
+    extra = ["--seed", "7"] if pattern == "random" else []
+    cp, doc = alloc("--sizes", "4K,1M", "--pattern", pattern, "--loops", "20", "--touch",
+                    *extra, *POLICY)  # fmt: skip
+    assert cp.returncode == 0, cp.stderr
+    check_alloc(doc, pattern, sizes, False, mallocs=None if pattern == "random" else
+                20 * (8 if pattern == "batch" else 1))  # fmt: skip
+    assert doc["params"]["touch"] is True
+    for t in doc["threads"]:
+        for z in t["sizes"]:
+            touch = z["touch"]
+            assert touch["count"] == z["malloc"]["count"] - z["failed"]
+            if touch["count"]:
+                ordered(touch)
+                assert touch["min_ns"] > 0  # a page written takes time
+    cp, doc = alloc("--sizes", "4K", "--loops", "5", *POLICY)
+    assert cp.returncode == 0, cp.stderr
+    assert doc["params"]["touch"] is False
+    assert all("touch" not in z for t in doc["threads"] for z in t["sizes"])

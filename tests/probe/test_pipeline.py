@@ -23,7 +23,8 @@ SMALL = ["--rate", "2000", "--loops", "500", "--ring", "64"]
 # A real-time consumer as root; elsewhere whatever the system allows.
 POLICY = ["--policy", "fifo:50"] if is_root() else ["--policy", "other", "--allow-fallback"]
 THREAD_KEYS = {"consumer", "ring", "max_fill", "records", "unread", "producer_late", "producer"}
-PARAM_KEYS = {"consumer", "period_ns", "ring", "rate_hz", "record_size", "processes"}
+THREAD_KEYS |= {"cpu_ns", "wall_ns", "cpu_pct"}
+PARAM_KEYS = {"consumer", "period_ns", "ring", "rate_hz", "record_size", "processes", "work_ns"}
 
 
 @pytest.fixture
@@ -208,6 +209,9 @@ def test_signal_stops_cleanly(probe, tmp_path, process):
         (["--record-size", "8"], "--record-size"),
         (["--record-size", "100"], "--record-size"),
         (["--producer-cpu", "0-1"], "--producer-cpu"),
+        (["--work", "2s"], "--work"),
+        (["--work", "-1us"], "--work"),
+        (["--work", "5"], "--work"),  # no unit
     ],
 )
 def test_bad_values_exit_2_with_one_line(meter_run, run_probe, args, option):
@@ -221,4 +225,28 @@ def test_listed_with_its_options(run_probe):
     cp = run_probe("list", "--json")
     meters = {m["name"]: m for m in json.loads(cp.stdout)["meters"]}
     names = [o["name"] for o in meters["pipeline"]["options"]]
-    assert names == ["consumer", "ring", "rate", "record-size", "processes", "producer-cpu"]
+    assert names == ["consumer", "ring", "rate", "record-size", "processes", "producer-cpu", "work"]
+
+
+def consumer_share(t: dict) -> float:
+    """The consumer's CPU share as the document states it, checked against its parts."""
+    assert 0 <= t["cpu_ns"] <= t["wall_ns"] + 1_000_000  # one thread: no more than its time
+    assert t["cpu_pct"] == pytest.approx(100 * t["cpu_ns"] / t["wall_ns"])
+    return t["cpu_pct"]
+
+
+@pytest.mark.parametrize("consumer", ["periodic:1ms", "aperiodic"])
+def test_work_raises_the_consumers_cpu_share(pipeline, consumer):
+    """--work keeps the consumer busy per record: 500 records of 1 ms of work at 500/s
+    is half of its time busy; without work it mostly sleeps. Its CPU time must grow."""
+    shares = {}
+    for work in ("0", "1ms"):
+        cp, doc = pipeline("--consumer", consumer, "--rate", "500", "--loops", "500",
+                           "--ring", "1024", "--work", work, *POLICY)  # fmt: skip
+        assert cp.returncode == 0, cp.stderr
+        (t,) = doc["threads"]
+        check_records(t, records=500)
+        assert doc["params"]["work_ns"] == (0 if work == "0" else 1_000_000)
+        shares[work] = (consumer_share(t), t["cpu_ns"])
+    assert shares["1ms"][1] > shares["0"][1]
+    assert shares["1ms"][0] > shares["0"][0]

@@ -103,9 +103,14 @@ def check_preempt(doc: dict, unit_ns: int = 100_000) -> dict:
     pre = t["preemptions"]
     assert pre["voluntary"] >= 0 and pre["involuntary"] >= 0 and pre["off_cpu_ns"] >= 0
     assert pre["off_cpu_source"] in ("schedstat", "stretch")
+    mig = t["migrations"]
+    assert mig["pinned"] is (t["cpu"] is not None)
+    assert mig["nr_migrations"] is None or mig["nr_migrations"] >= 0
+    assert (mig["cpu_changes"] is None) is mig["pinned"]  # pinned: nothing to look at
     if pre["by"] is None:
         assert isinstance(pre["by_unavailable"], str) and pre["by_unavailable"]
         assert pre["trace_events_lost"] is None and pre["trace_buffer_kb"] is None
+        assert pre["kernel_mode"] is None and pre["user_mode"] is None
     else:
         assert "by_unavailable" not in pre
         assert pre["trace_buffer_kb"] > 0 and pre["trace_events_lost"] >= 0
@@ -115,8 +120,12 @@ def check_preempt(doc: dict, unit_ns: int = 100_000) -> dict:
             assert set(b) == {"comm", "pid", "policy", "priority", "count", "time_ns"}
             assert b["count"] > 0 and b["time_ns"] >= 0 and b["pid"] != t["tid"]
             assert b["policy"] in ("other", "batch", "idle", "fifo", "rr", "rt", "deadline")
+        # Every preemption is told kernel mode (R+) or return to user (R), also one the
+        # trace never closed (not in "by").
+        split = pre["kernel_mode"] + pre["user_mode"]
+        assert split >= sum(b["count"] for b in pre["by"])
         if pre["trace_events_lost"] == 0:  # each preemption is one involuntary switch
-            assert sum(b["count"] for b in pre["by"]) <= pre["involuntary"] + pre["voluntary"]
+            assert split <= pre["involuntary"] + pre["voluntary"]
     return t
 
 
@@ -274,3 +283,56 @@ def test_listed_with_its_options(run_probe):
     assert cp.returncode == 0
     (meter,) = [m for m in json.loads(cp.stdout)["meters"] if m["name"] == "preempt"]
     assert [o["name"] for o in meter["options"]] == ["unit", "no-trace"]
+
+
+def test_a_pinned_thread_never_migrates(preempt):
+    cp, doc = preempt("--cpus", str(CPU), "--loops", "2000", *POLICY)
+    assert cp.returncode == 0, cp.stderr
+    mig = check_preempt(doc)["migrations"]
+    assert mig["pinned"] is True and mig["cpu_changes"] is None
+    if mig["nr_migrations"] is None:
+        pytest.skip("no /proc/PID/sched here (CONFIG_SCHED_DEBUG): the kernel's count is unknown")
+    assert mig["nr_migrations"] == 0
+
+
+@needs_root
+@pytest.mark.skipif(len(online_cpus()) < 2, reason="one CPU: nowhere to migrate to")
+def test_an_unpinned_thread_under_load_migrates(preempt):
+    """Real-time spinners busy half of each ~10 ms window on two CPUs, at random phases: the
+    SCHED_OTHER thread is pushed off whichever CPU is taken while the other is free. Up to
+    three runs of 2 s: at least one migration in one of them."""
+    a, b = online_cpus()[-2:]
+    loads = [f"spin:50%@{c},policy=fifo:10" for c in (a, b)]
+    seen = []
+    for _ in range(3):
+        cp, doc = preempt(
+            "--threads", "1", "--policy", "other", "--duration", "2s",
+            "--load", loads[0], "--load", loads[1],
+        )  # fmt: skip
+        assert cp.returncode == 0, cp.stderr
+        t = check_preempt(doc)
+        mig = t["migrations"]
+        assert t["cpu"] is None and mig["pinned"] is False
+        assert mig["cpu_changes"] >= 0
+        seen.append(mig)
+        if (mig["nr_migrations"] or 0) > 0 and mig["cpu_changes"] > 0:
+            break
+    assert any((m["nr_migrations"] is None or m["nr_migrations"] > 0) for m in seen), seen
+    assert any(m["cpu_changes"] > 0 for m in seen), seen
+    # What the thread saw change can only be less than what the kernel counted.
+    assert all(
+        m["nr_migrations"] is None or m["cpu_changes"] <= m["nr_migrations"] for m in seen
+    ), seen
+
+
+@needs_root
+def test_preemptions_split_by_mode(preempt):
+    """A fifo:80 helper preempts the busy fifo:10 thread: every preemption is told kernel
+    mode (R+) or on the way back to user mode (R)."""
+    with helper("fifo", 80, 1000, 10_000):
+        cp, doc = preempt("--cpus", str(CPU), "--policy", "fifo:10", "--duration", "1s")
+    assert cp.returncode == 0, cp.stderr
+    pre = check_preempt(doc)["preemptions"]
+    attributed(doc)
+    assert isinstance(pre["kernel_mode"], int) and isinstance(pre["user_mode"], int)
+    assert pre["kernel_mode"] + pre["user_mode"] > 0

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from . import procfs
-from .conftest import check_latencies, is_root, online_cpus, refused, wait_measuring
+from .conftest import check_latencies, is_root, one_line, online_cpus, refused, wait_measuring
 
 DESIGNS = ["busy", "yield", "sleep:100us", "futex", "eventfd"]
 PCTS = ["50", "90", "99", "99.9", "99.99"]
@@ -207,7 +207,7 @@ def test_nothing_survives_sigkill(probe):
         (["--design", "sleep:0"], "--design"),
         (["--design", "sleep:100"], "--design"),  # no unit
         (["--design", "sleep:2s"], "--design"),
-        (["--rate", "0"], "--rate"),
+        (["--rate", "-1"], "--rate"),
         (["--rate", "1000001"], "--rate"),
         (["--producer-cpu", "0-1"], "--producer-cpu"),
         (["--producer-policy", "fifo:0"], "--producer-policy"),
@@ -224,3 +224,35 @@ def test_listed_with_its_options(run_probe):
     meters = {m["name"]: m for m in json.loads(cp.stdout)["meters"]}
     names = [o["name"] for o in meters["worker"]["options"]]
     assert names == ["design", "rate", "producer-cpu", "producer-policy"]
+
+
+@pytest.mark.parametrize("design", ["futex", "sleep:10ms", "eventfd"])
+def test_zero_hz_measures_the_idle_worker(worker, design):
+    """--rate 0: no item, the run lasts its --duration; the worker's CPU use is reported."""
+    cp, doc = worker("--design", design, "--rate", "0", "--duration", "500ms", *POLICY)
+    assert cp.returncode == 0, cp.stderr
+    assert doc["stop_reason"] == "duration"
+    assert doc["params"]["rate_hz"] == 0 and doc["params"]["interval_ns"] is None
+    (t,) = doc["threads"]
+    assert t["count"] == 0 and t["items"] == 0 and t["lost"] == 0
+    assert t["wall_ns"] >= 500_000_000 and 0 <= t["cpu_ns"] <= t["wall_ns"]
+    assert t["cpu_pct"] == pytest.approx(100 * t["cpu_ns"] / t["wall_ns"])
+
+
+def test_one_hz_makes_one_item_a_second(worker):
+    cp, doc = worker("--design", "futex", "--rate", "1", "--duration", "2500ms", *POLICY)
+    assert cp.returncode == 0, cp.stderr
+    assert doc["params"]["interval_ns"] == 1_000_000_000
+    (t,) = doc["threads"]
+    check_items(t)
+    assert t["items"] == 2  # at 1 s and 2 s, strictly before 2.5 s
+
+
+def test_zero_hz_with_loops_is_refused(worker, run_probe):
+    """--loops counts items made: at 0 Hz it would never be reached."""
+    cp, doc = worker("--rate", "0", "--loops", "5")
+    assert cp.returncode == 2 and doc is None
+    line = one_line(cp)
+    assert line.startswith("rtlab-probe worker: --rate 0") and "--duration" in line
+    cp = run_probe("worker", "--rate", "0", "--loops", "5", "--check")
+    assert cp.returncode == 2 and json.loads(cp.stdout)["option"] == "rate"

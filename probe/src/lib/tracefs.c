@@ -286,6 +286,7 @@ int tracefs_parse_switch(const char *line, struct tracefs_switch *ev)
 		return -EINVAL;
 	p += strlen(" prev_state=");
 	ev->prev_runnable = p[0] == 'R' && (p[1] == ' ' || (p[1] == '+' && p[2] == ' '));
+	ev->prev_preempt = ev->prev_runnable && p[1] == '+';
 	ev->ts_ns = x.ts_ns;
 	snprintf(ev->next_comm, sizeof(ev->next_comm), "%.*s", (int)sizeof(ev->next_comm) - 1,
 		 x.name);

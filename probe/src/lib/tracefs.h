@@ -32,6 +32,7 @@ struct tracefs_switch {
 	pid_t prev_pid;
 	int prev_prio; /* kernel prio: 0..99 real-time (99 - rtprio), 100..139 fair, -1 deadline */
 	bool prev_runnable; /* prev_state R or R+: switched out while it could run */
+	bool prev_preempt;  /* R+: by a preemption in kernel mode (__schedule(SM_PREEMPT)) */
 	char next_comm[16];
 	pid_t next_pid;
 	int next_prio;

@@ -18,6 +18,8 @@
 #include "lib/timeutil.h"
 #include "probe.h"
 
+#include "meters/alloc.h"
+
 #define ALLOC_DEFAULT_SIZES "16,256,4K,64K,256K,1M,4M"
 #define ALLOC_DEFAULT_BATCH 8
 #define ALLOC_MAX_SIZES 16
@@ -56,6 +58,7 @@ struct alloc_params {
 	int64_t batch;         /* batch: blocks per batch; random: blocks held at once */
 	bool batch_set;
 	bool tuned;
+	bool touch;   /* write every page of each fresh block, timed apart */
 	int64_t seed; /* random: first state of thread 0's generator */
 	bool seed_set;
 	/* Resolved by check(). */
@@ -65,22 +68,6 @@ struct alloc_params {
 	int64_t prefault_bytes; /* --tuned: heap grown, touched and kept before measuring */
 };
 
-struct call_stats {
-	uint64_t count;
-	int64_t min_ns, max_ns, sum_ns;
-	struct hist hist;
-};
-
-struct fault_count {
-	uint64_t minor, major;
-};
-
-struct size_stats {
-	struct call_stats malloc_c, free_c;
-	struct fault_count faults; /* over this size's measured cycles */
-	uint64_t failed;           /* mallocs that returned NULL */
-};
-
 /* Per measuring thread, at mthread.mstate. */
 struct alloc_thread {
 	struct size_stats *sz;     /* nsizes entries, mapped by setup; read after the run */
@@ -88,6 +75,7 @@ struct alloc_thread {
 	uint8_t *slot_size;        /* random: size index of each slot's block */
 	uint64_t rng;              /* random: splitmix64 state */
 	uint64_t seq;              /* samples recorded so far: sample_record's cycle */
+	size_t page;               /* bytes; --touch writes one byte in each */
 	struct fault_count faults; /* sum over the sizes */
 };
 
@@ -143,6 +131,22 @@ static inline void *timed_malloc(struct mthread *t, struct alloc_thread *s, int 
 	return p;
 }
 
+/* --touch: one write per page of a fresh block (and its last byte), timed on its own;
+ * not a sample (the samples are the allocator's calls), in the size's "touch". */
+static inline void timed_touch(struct alloc_thread *s, int k, char *p, size_t bytes)
+{
+	int64_t t0;
+
+	if (!p)
+		return;
+	t0 = mono_now_ns();
+	for (size_t i = 0; i < bytes; i += s->page)
+		p[i] = 1;
+	p[bytes - 1] = 1;
+	escape(p);
+	call_add(&s->sz[k].touch_c, mono_now_ns() - t0);
+}
+
 static inline void timed_free(struct mthread *t, struct alloc_thread *s, int k, void *p)
 {
 	int64_t t0, t1;
@@ -196,8 +200,11 @@ static void measure_sizes(struct mthread *t, const struct alloc_params *ap,
 			f0 = faults_now();
 			t0 = mono_now_ns();
 			while (!run_should_stop(&per, c, now)) {
-				for (int i = 0; i < n; i++)
+				for (int i = 0; i < n; i++) {
 					s->block[i] = timed_malloc(t, s, k, bytes);
+					if (ap->touch)
+						timed_touch(s, k, s->block[i], bytes);
+				}
 				for (int i = 0; i < n; i++)
 					timed_free(t, s, k, s->block[i]);
 				c++;
@@ -239,6 +246,8 @@ static void measure_random(struct mthread *t, const struct alloc_params *ap,
 		}
 		s->block[j] = timed_malloc(t, s, k, (size_t)ap->size[k]);
 		s->slot_size[j] = (uint8_t)k;
+		if (ap->touch)
+			timed_touch(s, k, s->block[j], (size_t)ap->size[k]);
 		f = faults_charge(s, k, f);
 		c++;
 		if (all.duration_ns)
@@ -319,6 +328,7 @@ static int alloc_thread_setup(struct mthread *t, const void *p, char *err, size_
 	s->block = (void **)(s->sz + ap->nsizes);
 	s->slot_size = (uint8_t *)(s->block + ap->batch);
 	s->rng = (uint64_t)ap->seed + (uint64_t)t->index;
+	s->page = (size_t)sysconf(_SC_PAGESIZE);
 	if (ap->tuned)
 		return t->index == 0 ? tune_heap(ap, err, errlen) : 0;
 	/* The library's defaults: can the thread hold its blocks (locked under mlockall)? */
@@ -326,61 +336,6 @@ static int alloc_thread_setup(struct mthread *t, const void *p, char *err, size_
 		return -ENOMEM;
 	(void)munmap(held, (size_t)ap->held_bytes);
 	return 0;
-}
-
-static void faults_json(struct jw *w, const struct fault_count *f)
-{
-	jw_key(w, "faults");
-	jw_obj_begin(w);
-	jw_kuint(w, "minor", f->minor);
-	jw_kuint(w, "major", f->major);
-	jw_obj_end(w);
-}
-
-/* count, min_ns, max_ns, mean_ns, p50_ns, p99_ns (null when empty or H is NULL). */
-static void summary_json(struct jw *w, uint64_t n, int64_t mn, int64_t mx, int64_t sum,
-			 const struct hist *h)
-{
-	jw_kuint(w, "count", n);
-	jw_key(w, "min_ns");
-	n ? jw_int(w, mn) : jw_null(w);
-	jw_key(w, "max_ns");
-	n ? jw_int(w, mx) : jw_null(w);
-	jw_kdouble(w, "mean_ns", n ? (double)sum / (double)n : NAN);
-	jw_key(w, "p50_ns");
-	n &&h ? jw_int(w, hist_quantile(h, 0.5, mn, mx)) : jw_null(w);
-	jw_key(w, "p99_ns");
-	n &&h ? jw_int(w, hist_quantile(h, 0.99, mn, mx)) : jw_null(w);
-}
-
-static void call_json(struct jw *w, const char *key, const struct call_stats *c)
-{
-	jw_key(w, key);
-	jw_obj_begin(w);
-	summary_json(w, c->count, c->min_ns, c->max_ns, c->sum_ns, &c->hist);
-	jw_obj_end(w);
-}
-
-/* One "sizes" entry: both calls together, then each. */
-static void size_json(struct jw *w, int64_t bytes, const struct size_stats *z, struct hist *both)
-{
-	const struct call_stats *a = &z->malloc_c, *f = &z->free_c;
-	int64_t mn = !f->count || (a->count && a->min_ns < f->min_ns) ? a->min_ns : f->min_ns;
-	int64_t mx = !f->count || (a->count && a->max_ns > f->max_ns) ? a->max_ns : f->max_ns;
-
-	if (both) {
-		hist_reset(both);
-		hist_merge(both, &a->hist);
-		hist_merge(both, &f->hist);
-	}
-	jw_obj_begin(w);
-	jw_kint(w, "size_bytes", bytes);
-	summary_json(w, a->count + f->count, mn, mx, a->sum_ns + f->sum_ns, both);
-	call_json(w, "malloc", a);
-	call_json(w, "free", f);
-	jw_kuint(w, "failed", z->failed);
-	faults_json(w, &z->faults);
-	jw_obj_end(w);
 }
 
 static void alloc_thread_json(struct jw *w, const struct mthread *t, const void *p)
@@ -391,13 +346,13 @@ static void alloc_thread_json(struct jw *w, const struct mthread *t, const void 
 
 	jw_kstr(w, "pattern", pattern_names[ap->pattern]);
 	jw_kbool(w, "tuned", ap->tuned);
-	faults_json(w, &s->faults);
+	alloc_faults_json(w, &s->faults);
 	jw_key(w, "sizes");
 	jw_arr_begin(w);
 	if (s->sz) {
 		both = malloc(sizeof(*both)); /* NULL: the merged percentiles are null */
 		for (int k = 0; k < ap->nsizes; k++)
-			size_json(w, ap->size[k], &s->sz[k], both);
+			alloc_size_json(w, ap->size[k], &s->sz[k], ap->touch, both);
 		free(both);
 	}
 	jw_arr_end(w);
@@ -417,6 +372,7 @@ static void alloc_params_json(struct jw *w, const void *p)
 	jw_key(w, "batch");
 	ap->pattern == PAT_PAIRS ? jw_null(w) : jw_int(w, ap->batch);
 	jw_kbool(w, "tuned", ap->tuned);
+	jw_kbool(w, "touch", ap->touch);
 	jw_key(w, "seed");
 	ap->pattern == PAT_RANDOM ? jw_int(w, ap->seed) : jw_null(w);
 	jw_key(w, "prefault_bytes");
@@ -546,6 +502,10 @@ static const struct opt_desc alloc_opts[] = {
 		 "real-time allocator: mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1, M_ARENA_MAX=1, "
 		 "prefaulted heap (default: the C library's defaults)",
 		 offsetof(struct alloc_params, tuned), OPT_NO_SET),
+	OPT_DESC("touch", OPT_FLAG, 0, 0, NULL,
+		 "write every page of each block after its malloc, timed apart as \"touch\" "
+		 "(default: no)",
+		 offsetof(struct alloc_params, touch), OPT_NO_SET),
 	OPT_DESC("seed", OPT_INT, 0, INT64_MAX, "N",
 		 "random: seed of the slot and size sequence (default: from the clock, recorded)",
 		 offsetof(struct alloc_params, seed), offsetof(struct alloc_params, seed_set)),
@@ -565,6 +525,8 @@ const struct meter meter_alloc = {
 		"reads, ns). --loops N: cycles per size (random: N x sizes in all); --duration:\n"
 		"split over the sizes; neither: rounds of 1000 cycles a size until a signal.\n"
 		"Page faults (getrusage RUSAGE_THREAD) per size, over its measured cycles only.\n"
+		"--touch: after each malloc, one write per page of the block, timed on its own\n"
+		"(per size \"touch\"; not a sample: samples stay the allocator's calls).\n"
 		"--tuned: mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1, M_ARENA_MAX=1 and a heap\n"
 		"prefaulted for (threads + 1) x the blocks one thread holds, locked by mlockall.",
 	.options = alloc_opts,

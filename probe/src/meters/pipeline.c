@@ -3,7 +3,8 @@
  * fixed-size records, each stamped with its CLOCK_MONOTONIC write time, at a fixed
  * rate into a single-producer/single-consumer ring; the measuring thread is the
  * consumer (periodic: drains the ring every period; aperiodic: woken per record
- * through a futex) and records read time − write stamp for every record.
+ * through a futex) and records read time − write stamp for every record, then works
+ * on it (--work: busy time per record). Its CPU time over wall time is its CPU share.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -93,6 +94,15 @@ static void unshare_pages(struct mthread *t, struct pipe_state *st)
 	comp_cow_touch(st->copy, (size_t)st->p->record_size);
 }
 
+/* The record's processing: busy on the clock for WORK_NS (no system call). */
+static void busy_for(int64_t work_ns)
+{
+	const int64_t until = mono_now_ns() + work_ns;
+
+	while (mono_now_ns() < until)
+		;
+}
+
 /* Take every record written so far, also those written meanwhile: one sample each. */
 static void drain(struct mthread *t, struct pipe_state *st)
 {
@@ -109,6 +119,8 @@ static void drain(struct mthread *t, struct pipe_state *st)
 			atomic_store_explicit(&sh->tail, st->tail + 1, memory_order_release);
 			sample_record(t, now - ((const struct pipe_rec *)st->copy)->stamp_ns,
 				      MT_GET(t, count), now);
+			if (st->p->work_ns)
+				busy_for(st->p->work_ns);
 		}
 	}
 }
@@ -144,13 +156,14 @@ static void pipeline_loop(struct mthread *t, const void *pp, const struct run_ct
 	struct pipe_state *st = t->mstate;
 	struct pipe_shared *sh = st->sh;
 	const int64_t period = p->period_ns;
-	int64_t target, now, look;
+	int64_t target, now, look, cpu0;
 	bool end;
 
 	if (p->processes) {
 		comp_prefault_stack();
 		unshare_pages(t, st);
 	}
+	cpu0 = thread_cpu_ns();
 	t->start_ns = mono_now_ns();
 	sh->start_ns = t->start_ns;
 	sh->loops = ctl->loops;
@@ -182,6 +195,8 @@ static void pipeline_loop(struct mthread *t, const void *pp, const struct run_ct
 			}
 		}
 	}
+	st->cpu_ns = thread_cpu_ns() - cpu0;
+	st->wall_ns = mono_now_ns() - t->start_ns;
 	if (!end)
 		wait_done(st);
 	st->records = LD(sh, produced);
@@ -252,6 +267,7 @@ static void pipeline_params_json(struct jw *w, const void *pp)
 	jw_kint(w, "rate_hz", p->rate_hz);
 	jw_kint(w, "record_size", p->record_size);
 	jw_kbool(w, "processes", p->processes);
+	jw_kint(w, "work_ns", p->work_ns);
 	jw_key(w, "producer_cpu");
 	p->prod_cpu >= 0 ? jw_int(w, p->prod_cpu) : jw_null(w);
 	jw_kstr(w, "clock", "CLOCK_MONOTONIC");
@@ -269,6 +285,10 @@ static void pipeline_thread_json(struct jw *w, const struct mthread *t, const vo
 	jw_kuint(w, "records", st->records);
 	jw_kuint(w, "unread", st->unread);
 	jw_kuint(w, "producer_late", st->late);
+	jw_kint(w, "cpu_ns", st->cpu_ns);
+	jw_kint(w, "wall_ns", st->wall_ns);
+	jw_kdouble(w, "cpu_pct",
+		   st->wall_ns > 0 ? 100.0 * (double)st->cpu_ns / (double)st->wall_ns : 0.0);
 	if (st->err)
 		jw_kstr(w, "producer_error", st->err);
 	jw_key(w, "producer");
@@ -305,6 +325,9 @@ static const struct opt_desc pipeline_opts[] = {
 	OPT_DESC("producer-cpu", OPT_CPULIST, 0, 1, "CPU",
 		 "pin every producer to CPU (default: the consumer's CPU, unpinned if it is)",
 		 PP(prod_cpus), PP(prod_cpu_set)),
+	OPT_DESC("work", OPT_DURATION, 0, NSEC_PER_SEC, "DUR",
+		 "the consumer's busy time per record taken, 0..1s (default 0)", PP(work_ns),
+		 OPT_NO_SET),
 	OPT_END,
 };
 
@@ -315,8 +338,9 @@ const struct meter meter_pipeline = {
 		"single-producer/single-consumer ring of --ring records; each measuring thread\n"
 		"is a consumer, periodic (drains the ring every DUR) or aperiodic (woken per\n"
 		"record by a futex), and records read time minus write stamp, in ns. A record\n"
-		"due while the ring is full is dropped and counted in overruns. --loops counts\n"
-		"records produced: count + overruns == loops.",
+		"due while the ring is full is dropped and counted in overruns. After each\n"
+		"record the consumer is busy for --work; its thread CPU time over its wall time\n"
+		"is cpu_pct. --loops counts records produced: count + overruns == loops.",
 	.options = pipeline_opts,
 	.params_size = sizeof(struct pipeline_params),
 	.defaults = pipeline_defaults,

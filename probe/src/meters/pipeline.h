@@ -23,6 +23,7 @@ struct pipeline_params {
 	int64_t rate_hz;     /* records produced per second */
 	int64_t record_size; /* bytes, header included */
 	bool processes;
+	int64_t work_ns; /* the consumer's busy time per record taken */
 	struct cpulist prod_cpus;
 	bool prod_cpu_set;
 	/* Derived by check(). */
@@ -69,6 +70,7 @@ struct pipe_state {
 	struct comp_info prod_seen; /* the producer as it really ran */
 	const char *err;            /* why the consumer ended early, or NULL */
 	uint64_t records, unread, late, max_fill;
+	int64_t cpu_ns, wall_ns; /* the consumer's thread CPU time and wall time in its loop */
 };
 
 /* The producer (pipeline_prod.c). */

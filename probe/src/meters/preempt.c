@@ -3,7 +3,9 @@
  * units of work (a busy loop calibrated to --unit) and records, per unit, its wall
  * time minus its undisturbed (calibrated) time. Around the loop: its context switches
  * (getrusage), its time waiting for the CPU (schedstat run_delay) and, through a
- * private tracefs instance, the tasks that took its CPU (sched:sched_switch).
+ * private tracefs instance, the tasks that took its CPU (sched:sched_switch) and
+ * whether each preemption came in kernel mode (prev_state R+) or on the way back to
+ * user mode (R). Unpinned, also its migrations between CPUs.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -58,6 +60,10 @@ struct preempt_thread {
 	int64_t t0_ns, t1_ns; /* CLOCK_MONOTONIC around the units */
 	long nvcsw, nivcsw;   /* context switches during the loop */
 	int sched_fd;         /* /proc/self/task/TID/schedstat, -1 when unreadable */
+	int debug_fd;         /* /proc/self/task/TID/sched, -1 when unreadable */
+	bool mig_known;       /* se.nr_migrations read before and after the loop */
+	int64_t mig0, mig1;   /* se.nr_migrations: the kernel's count of CPU changes */
+	uint64_t cpu_changes; /* units that ended on another CPU than the one before */
 	int64_t delay0_ns;    /* run_delay at the start */
 	int64_t off_cpu_ns;
 	bool off_cpu_schedstat; /* off_cpu_ns from run_delay, else the sum of stretches */
@@ -72,6 +78,7 @@ struct preempt_thread {
 	char why[240]; /* why "by" is null */
 	struct preempt_by *by;
 	size_t nby, cap;
+	uint64_t in_kernel, to_user; /* preemptions in kernel mode (R+), at return to user (R) */
 	bool lost_known;
 	uint64_t lost; /* trace events overwritten */
 };
@@ -163,6 +170,24 @@ static int read_run_delay(int fd, int64_t *out)
 	return 0;
 }
 
+/* se.nr_migrations of /proc/self/task/TID/sched (kernel/sched/debug.c); 0 or -errno. */
+static int read_migrations(int fd, int64_t *out)
+{
+	static const char key[] = "\nse.nr_migrations";
+	char buf[8192];
+	long long v;
+	ssize_t n = fd >= 0 ? pread(fd, buf, sizeof(buf) - 1, 0) : -1;
+	const char *p;
+
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	if (!(p = strstr(buf, key)) || !(p = strchr(p + 1, ':')) || sscanf(p + 1, "%lld", &v) != 1)
+		return -ENOENT;
+	*out = v;
+	return 0;
+}
+
 /* Instance with only this CPU, the monotonic clock and a small buffer; the event and
  * the buffer for the run's length come in the loop, which knows that length. */
 static void trace_prepare(struct preempt_thread *s, const struct mthread *t)
@@ -230,6 +255,9 @@ static int preempt_thread_setup(struct mthread *t, const void *p, char *err, siz
 	s->set_up = true;
 	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)t->tid);
 	s->sched_fd = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/self/task/%d/sched", (int)t->tid);
+	/* se.nr_migrations; the file needs CONFIG_SCHED_DEBUG on older kernels */
+	s->debug_fd = open(path, O_RDONLY | O_CLOEXEC);
 	calibrate(s, pp->unit_ns); /* at the thread's own policy, on its own CPU */
 	if (pp->no_trace)
 		snprintf(s->why, sizeof(s->why), "not asked for (--no-trace)");
@@ -244,18 +272,26 @@ static void preempt_loop(struct mthread *t, const void *p, const struct run_ctl 
 	struct preempt_thread *s = t->mstate;
 	const uint64_t iters = s->iters;
 	const int64_t nominal = s->nominal_ns, unit = pp->unit_ns;
-	int64_t begin, now, stretch, delay1;
-	uint64_t cycle = 0, sink = 0;
+	int64_t begin, now, stretch, delay1 = 0;
+	uint64_t cycle = 0, sink = 0, changes = 0;
 	struct rusage ru0, ru1;
+	const bool unpinned = t->cpu < 0; /* pinned: it cannot change CPU, nothing to look at */
+	int cpu, now_cpu;
 
 	if (s->tracing)
 		trace_start(s, t, ctl, unit);
 	(void)getrusage(RUSAGE_THREAD, &ru0);
 	s->off_cpu_schedstat = !read_run_delay(s->sched_fd, &s->delay0_ns);
+	s->mig_known = !read_migrations(s->debug_fd, &s->mig0);
+	cpu = unpinned ? sched_getcpu() : t->cpu; /* after the count: a change is one of it */
 	now = t->start_ns = s->t0_ns = mono_now_ns();
 	for (;;) {
 		begin = now;
 		sink += work(iters);
+		if (unpinned && (now_cpu = sched_getcpu()) != cpu) { /* glibc: rseq or vDSO */
+			changes++;
+			cpu = now_cpu;
+		}
 		now = mono_now_ns();
 		stretch = now - begin - nominal;
 		if (stretch < 0) { /* faster than calibrated: not stretched */
@@ -273,6 +309,8 @@ static void preempt_loop(struct mthread *t, const void *p, const struct run_ctl 
 	s->t1_ns = mono_now_ns();
 	(void)getrusage(RUSAGE_THREAD, &ru1);
 	s->off_cpu_schedstat = s->off_cpu_schedstat && !read_run_delay(s->sched_fd, &delay1);
+	s->mig_known = s->mig_known && !read_migrations(s->debug_fd, &s->mig1);
+	s->cpu_changes = changes;
 	s->off_cpu_ns = s->off_cpu_schedstat ? delay1 - s->delay0_ns : s->stretch_ns;
 	s->nvcsw = ru1.ru_nvcsw - ru0.ru_nvcsw;
 	s->nivcsw = ru1.ru_nivcsw - ru0.ru_nivcsw;
@@ -347,6 +385,8 @@ static int scan_line(const char *line, void *arg)
 		c->out_ns = ev.ts_ns;
 		if (c->out && (c->taker = by_slot(c->s, &ev)) == SIZE_MAX)
 			return -ENOMEM;
+		if (c->out)
+			*(ev.prev_preempt ? &c->s->in_kernel : &c->s->to_user) += 1;
 	} else if (ev.next_pid == c->tid && c->out) {
 		c->s->by[c->taker].count++;
 		c->s->by[c->taker].time_ns += ev.ts_ns - c->out_ns;
@@ -413,7 +453,9 @@ static void preempt_thread_teardown(struct mthread *t, const void *p)
 	}
 	if (s->sched_fd >= 0)
 		(void)close(s->sched_fd);
-	s->sched_fd = -1;
+	if (s->debug_fd >= 0)
+		(void)close(s->debug_fd);
+	s->sched_fd = s->debug_fd = -1;
 }
 
 static void preempt_thread_json(struct jw *w, const struct mthread *t, const void *p)
@@ -425,12 +467,24 @@ static void preempt_thread_json(struct jw *w, const struct mthread *t, const voi
 	jw_kuint(w, "unit_iterations", s->iters);
 	jw_kuint(w, "units_faster", s->faster);
 	jw_kint(w, "measured_ns", s->t1_ns - s->t0_ns);
+	jw_key(w, "migrations");
+	jw_obj_begin(w);
+	jw_kbool(w, "pinned", t->cpu >= 0);
+	jw_key(w, "nr_migrations");
+	s->mig_known ? jw_int(w, s->mig1 - s->mig0) : jw_null(w);
+	jw_key(w, "cpu_changes");
+	t->cpu < 0 ? jw_uint(w, s->cpu_changes) : jw_null(w);
+	jw_obj_end(w);
 	jw_key(w, "preemptions");
 	jw_obj_begin(w);
 	jw_kint(w, "voluntary", s->nvcsw);
 	jw_kint(w, "involuntary", s->nivcsw);
 	jw_kint(w, "off_cpu_ns", s->off_cpu_ns);
 	jw_kstr(w, "off_cpu_source", s->off_cpu_schedstat ? "schedstat" : "stretch");
+	jw_key(w, "kernel_mode"); /* null without the trace: the split needs sched_switch */
+	s->tracing ? jw_uint(w, s->in_kernel) : jw_null(w);
+	jw_key(w, "user_mode");
+	s->tracing ? jw_uint(w, s->to_user) : jw_null(w);
 	jw_key(w, "by");
 	if (!s->tracing) {
 		jw_null(w);
@@ -489,8 +543,11 @@ const struct meter meter_preempt = {
 		"involuntary context switches (getrusage), its time waiting for the CPU\n"
 		"(schedstat run_delay) and, with tracefs, who preempted it: sched_switch on its\n"
 		"CPU in a private instance (instances/rtlab-PID, removed after the run), per\n"
-		"task that took the CPU the count and the time until the thread ran again.\n"
-		"--loops counts units. One thread per run: --cpus CPU.",
+		"task that took the CPU the count and the time until the thread ran again,\n"
+		"and how many preemptions came in kernel mode (prev_state R+) or on the way\n"
+		"back to user mode (R). Unpinned (--threads 1), its migrations: the kernel's\n"
+		"se.nr_migrations and the units that ended on another CPU (sched_getcpu).\n"
+		"--loops counts units. One thread per run: --cpus CPU or --threads 1.",
 	.options = preempt_opts,
 	.params_size = sizeof(struct preempt_params),
 	.defaults = preempt_defaults,

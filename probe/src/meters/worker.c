@@ -25,6 +25,7 @@
 #define RATE_MAX_HZ 1000000 /* 1 us between items */
 #define POLL_MIN_NS NSEC_PER_USEC
 #define POLL_MAX_NS NSEC_PER_SEC
+#define IDLE_LOOK_NS (100 * NSEC_PER_MSEC) /* rate 0: the producer checks for a stop this often */
 
 enum go_state { GO_WAIT, GO_RUN, GO_QUIT };
 
@@ -38,7 +39,7 @@ struct worker_params {
 	/* Derived by check(). */
 	int design;          /* index in designs[] */
 	int64_t poll_ns;     /* sleep:P, 0 for the other designs */
-	int64_t interval_ns; /* 1/rate, rounded */
+	int64_t interval_ns; /* 1/rate, rounded; 0 at rate 0 */
 	int prod_cpu;        /* -1: where the worker is */
 };
 
@@ -150,6 +151,23 @@ static const struct design designs[] = {
 
 /* ---- the producer: a helper thread of each worker ---- */
 
+/* Rate 0: no item, only the end; the worker's cost is that of waiting idle. */
+static void producer_idle(struct wk_state *st)
+{
+	const int64_t start = st->start_ns, dur = st->duration_ns;
+	int64_t now, step;
+
+	while (!atomic_load_explicit(st->stop, memory_order_relaxed)) {
+		now = mono_now_ns();
+		if (dur && now - start >= dur)
+			break;
+		step = dur && start + dur - now < IDLE_LOOK_NS ? start + dur - now : IDLE_LOOK_NS;
+		sleep_for_ns(step);
+	}
+	st->prod_cpu_ns = thread_cpu_ns();
+	st->prod_wall_ns = mono_now_ns() - start;
+}
+
 /* Items on an absolute schedule; one made while the previous is still in the slot
  * overwrites it: that one is lost. */
 static void producer_phase(struct wk_state *st)
@@ -159,6 +177,11 @@ static void producer_phase(struct wk_state *st)
 	int64_t target = start, now, cpu0 = thread_cpu_ns();
 	uint64_t items = 0, lost = 0, over = 0;
 
+	if (!st->p->rate_hz) {
+		producer_idle(st);
+		st->prod_cpu_ns -= cpu0;
+		goto out_done;
+	}
 	while (!st->limit || items < st->limit) {
 		if (dur && target + iv - start >= dur)
 			break;
@@ -182,6 +205,7 @@ static void producer_phase(struct wk_state *st)
 	st->overruns = over;
 	st->prod_cpu_ns = thread_cpu_ns() - cpu0;
 	st->prod_wall_ns = mono_now_ns() - start;
+out_done:
 	atomic_store_explicit(&st->done, 1, memory_order_release);
 	if (d->notify)
 		d->notify(st);
@@ -320,7 +344,8 @@ static int64_t worker_period(const void *pp, int index)
 	const struct worker_params *p = pp;
 
 	(void)index;
-	return (NSEC_PER_SEC + p->rate_hz / 2) / p->rate_hz;
+	/* Rate 0 has no period: one second sizes the series and raw ring as 1 Hz would. */
+	return p->rate_hz ? (NSEC_PER_SEC + p->rate_hz / 2) / p->rate_hz : NSEC_PER_SEC;
 }
 
 /* NAME, or sleep:DUR. */
@@ -371,8 +396,20 @@ static int worker_check(void *pp, int nthreads, struct opt_fault *at, char *err,
 	p->poll_ns = 0;
 	if (parse_design(p, err, errlen))
 		return opts_refuse(at, "design", p->design_text);
-	p->interval_ns = worker_period(p, 0);
+	p->interval_ns = p->rate_hz ? worker_period(p, 0) : 0;
 	p->prod_cpu = p->prod_cpu_set ? p->prod_cpus.cpu[0] : -1;
+	return 0;
+}
+
+static int worker_check_common(void *pp, const struct common_params *c, struct opt_fault *at,
+			       char *err, size_t errlen)
+{
+	const struct worker_params *p = pp;
+
+	if (!p->rate_hz && c->loops_set)
+		return opts_refusef(at, "rate", "0", err, errlen,
+				    "--rate 0 makes no items, so --loops (items made) would never "
+				    "be reached: give --duration");
 	return 0;
 }
 
@@ -390,7 +427,8 @@ static void worker_params_json(struct jw *w, const void *pp)
 
 	jw_kstr(w, "design", designs[p->design].name);
 	jw_kint(w, "rate_hz", p->rate_hz);
-	jw_kint(w, "interval_ns", p->interval_ns);
+	jw_key(w, "interval_ns");
+	p->interval_ns ? jw_int(w, p->interval_ns) : jw_null(w);
 	jw_key(w, "poll_sleep_ns");
 	p->poll_ns ? jw_int(w, p->poll_ns) : jw_null(w);
 	jw_key(w, "producer_cpu");
@@ -427,8 +465,9 @@ static const struct opt_desc worker_opts[] = {
 		 "how the worker waits: busy, yield, sleep:DUR (poll period 1us..1s), futex or "
 		 "eventfd (default futex)",
 		 WP(design_text), OPT_NO_SET),
-	OPT_DESC("rate", OPT_INT, 1, RATE_MAX_HZ, "HZ",
-		 "items the producer makes per second, at a fixed interval (default 1000)",
+	OPT_DESC("rate", OPT_INT, 0, RATE_MAX_HZ, "HZ",
+		 "items the producer makes per second, at a fixed interval; 0: none, the idle "
+		 "worker's cost (default 1000)",
 		 WP(rate_hz), OPT_NO_SET),
 	OPT_DESC("producer-cpu", OPT_CPULIST, 0, 1, "CPU",
 		 "pin every producer to CPU (default: the worker's CPU, unpinned if it is)",
@@ -448,11 +487,13 @@ const struct meter meter_worker = {
 		"hand-off latency (worker sees it − producer's timestamp) in ns and the worker's\n"
 		"thread CPU time over the loop as cpu_pct. An item made while the previous one\n"
 		"is still in the slot overwrites it: that one counts as lost. --loops counts\n"
-		"items made (samples + lost).",
+		"items made (samples + lost). --rate 0 makes none: the run (--duration)\n"
+		"measures what the waiting worker costs.",
 	.options = worker_opts,
 	.params_size = sizeof(struct worker_params),
 	.defaults = worker_defaults,
 	.check = worker_check,
+	.check_common = worker_check_common,
 	.period_ns = worker_period,
 	.loop = worker_loop,
 	.params_json = worker_params_json,

@@ -1,7 +1,7 @@
 """What each meter's question needs beside the latency statistics: one view per meter.
 
     periodic   which periodic mechanism should my control loop use?
-               latency percentiles, CPU cost per activation, overruns, drift
+               latency percentiles, CPU cost per activation and share, overruns, drift
     response   how fast does my handler react to an event?
                latency percentiles, lost events, the highest sustained rate
     noise      how much of my CPU does the OS steal?  one row per CPU:
@@ -94,13 +94,20 @@ def _text(doc: Mapping[str, Any], key: str) -> str | None:
     return None if value is None else str(value)
 
 
+def _share_pct(part_ns: float | None, whole_ns: float | None) -> float | None:
+    return None if part_ns is None or not whole_ns or whole_ns <= 0 else 100 * part_ns / whole_ns
+
+
 def _periodic(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     threads = _threads(doc)
     drifts = [d for t in threads if (d := _num(t.get("drift_ns"))) is not None]
+    per_activation = _weighted(threads, "cpu_ns_per_activation")
     return [
         {
             "mechanism": _text(doc, "mechanism"),
-            "cpu_ns_per_activation": _weighted(threads, "cpu_ns_per_activation"),
+            "cpu_ns_per_activation": per_activation,
+            # One activation per interval: its CPU time over the interval is the share.
+            "cpu_pct": _share_pct(per_activation, _num(_param(doc, "interval_ns"))),
             "overruns": _sum(threads, "overruns"),
             "drift_ns": max(drifts, key=abs) if drifts else None,
         }
@@ -137,13 +144,23 @@ def _noise(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _cpu_share(threads: list[Mapping[str, Any]]) -> float | None:
+    """The threads' CPU time over their wall time, in %: also for threads without samples
+    (a worker at 0 Hz); the mean of their cpu_pct, weighted by samples, without the parts."""
+    parts = [(c, w) for t in threads if (c := _num(t.get("cpu_ns"))) is not None
+             and (w := _num(t.get("wall_ns")))]  # fmt: skip
+    if parts:
+        return _share_pct(sum(c for c, _ in parts), sum(w for _, w in parts))
+    return _weighted(threads, "cpu_pct")
+
+
 def _worker(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     threads = _threads(doc)
     return [
         {
             "design": _text(doc, "design"),
             "rate_hz": _num(_param(doc, "rate_hz")),
-            "cpu_pct": _weighted(threads, "cpu_pct"),
+            "cpu_pct": _cpu_share(threads),
             "lost": _sum(threads, "lost"),
         }
     ]
@@ -157,6 +174,8 @@ def _pipeline(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [
         {
             "consumer": consumer if period is None else f"{consumer} {format_ns(period)}",
+            "work_ns": _num(_param(doc, "work_ns")),  # absent before schema 8
+            "cpu_pct": _cpu_share(threads),
             "ring": _param(doc, "ring"),
             "rate_hz": _num(_param(doc, "rate_hz")),
             "records": _sum(threads, "records"),
@@ -171,13 +190,19 @@ def _preempt(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     for t in _threads(doc):
         p = t.get("preemptions")
         p = p if isinstance(p, Mapping) else {}
+        m = t.get("migrations")  # absent before schema 8
+        m = m if isinstance(m, Mapping) else {}
         by = [b for b in p.get("by") or [] if isinstance(b, Mapping)]
         top = by[0] if by else None
+        migrations = m.get("nr_migrations")
         rows.append(
             {
                 "cpu": t.get("cpu"),
                 "voluntary": p.get("voluntary"),
                 "involuntary": p.get("involuntary"),
+                "kernel_mode": p.get("kernel_mode"),
+                "user_mode": p.get("user_mode"),
+                "migrations": migrations if migrations is not None else m.get("cpu_changes"),
                 "off_cpu_ns": _num(p.get("off_cpu_ns")),
                 "top": None
                 if top is None
@@ -218,6 +243,8 @@ def _alloc(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                 continue
             faults = z.get("faults")
             f: Mapping[str, Any] = faults if isinstance(faults, Mapping) else {}
+            touch = z.get("touch")  # --touch, schema 8
+            tz: Mapping[str, Any] = touch if isinstance(touch, Mapping) else {}
             rows.append(
                 {
                     "size": z.get("size_bytes"),
@@ -227,6 +254,8 @@ def _alloc(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "p50_ns": _num(z.get("p50_ns")),
                     "p99_ns": _num(z.get("p99_ns")),
                     "max_ns": _num(z.get("max_ns")),
+                    "touch_p50_ns": _num(tz.get("p50_ns")),
+                    "touch_max_ns": _num(tz.get("max_ns")),
                     "minor": f.get("minor"),
                     "major": f.get("major"),
                 }
@@ -301,6 +330,7 @@ VIEWS: dict[str, MeterView] = {
                     "ns",
                     "thread CPU time per activation (signal handling included)",
                 ),
+                Column("cpu_pct", "CPU %", "pct", "CPU time per activation / the interval"),
                 Column("overruns", "overruns", "count", "activations missed entirely"),
                 Column("drift_ns", "drift", "ns", "accumulated drift of relative sleeps"),
             ),
@@ -365,6 +395,8 @@ VIEWS: dict[str, MeterView] = {
                 Column("p50_ns", "p50", "ns", "median of one call"),
                 Column("p99_ns", "p99", "ns", "99th percentile of one call"),
                 Column("max_ns", "max", "ns", "the slowest call"),
+                Column("touch_p50_ns", "touch p50", "ns", "median time to write every page"),
+                Column("touch_max_ns", "touch max", "ns", "slowest write of every page"),
                 Column("minor", "minor faults", "count", "while measuring this size"),
                 Column("major", "major faults", "count", "while measuring this size"),
             ),
@@ -380,6 +412,9 @@ VIEWS: dict[str, MeterView] = {
                 Column("cpu", "CPU", "text", "measured CPU"),
                 Column("voluntary", "voluntary", "count", "context switches the thread asked for"),
                 Column("involuntary", "involuntary", "count", "preemptions"),
+                Column("kernel_mode", "in kernel", "count", "preempted in kernel mode (R+)"),
+                Column("user_mode", "to user", "count", "preempted on return to user mode"),
+                Column("migrations", "migrations", "count", "CPU changes (unpinned thread)"),
                 Column("off_cpu_ns", "off CPU", "ns", "time runnable but not running"),
                 Column("top", "top preemptor", "text", "command (PID, policy:priority)"),
                 Column("top_ns", "its time", "ns", "time the top preemptor held the CPU"),
@@ -405,11 +440,13 @@ VIEWS: dict[str, MeterView] = {
         MeterView(
             "pipeline",
             "Producer/consumer pipelines",
-            "Does the consumer keep up with the producer?",
+            "Does the consumer keep up with the producer, and at what CPU share?",
             None,
             ("median", "p99", "max"),
             (
                 Column("consumer", "consumer", "text", "periodic (its period) or aperiodic"),
+                Column("work_ns", "work", "ns", "the consumer's busy time per record"),
+                Column("cpu_pct", "consumer CPU", "pct", "the consumer's CPU time / wall time"),
                 Column("ring", "ring", "count", "records the ring holds"),
                 Column("rate_hz", "rate /s", "per_s", "records produced per second"),
                 Column("records", "records", "count", "records produced"),
