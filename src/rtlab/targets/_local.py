@@ -71,8 +71,8 @@ class LocalTarget(Target):
         for case in cases:
             ws = writes(case.params, self.root)
             check_writes(ws, Path("/"))
-            every += ws
-        if trial and every:
+            every.append(ws)
+        if trial:
             CaseSettings().trial(every)
 
     def case_settings(self, case: CaseRecord) -> contextlib.AbstractContextManager[Any]:

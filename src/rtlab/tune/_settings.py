@@ -10,6 +10,9 @@ Two spellings (docs/experiments.md, "Settings as experiment variables"):
   ``cpu.idle_latency`` (an exit latency limit in µs: the idle states above it are
   disabled, the others enabled, on each CPU the case measures on).
 
+kernel.sched_rt_runtime_us (either spelling) on a kernel with RT_GROUP_SCHED and a
+cgroup v1 cpu hierarchy also sets the root cgroup's cpu.rt_runtime_us (_with_rt_group).
+
 The value is one int or str. A case's settings become writes (path, value, compare) here;
 _settings_run.py makes them through the journal around the case.
 """
@@ -23,7 +26,8 @@ from typing import Any
 from rtlab.system import Root, parse_cpulist
 from rtlab.tune import _knobs as k
 from rtlab.tune import _knobs_cpu as kc
-from rtlab.tune._apply import MAX_VALUE_BYTES
+from rtlab.tune._apply import MAX_VALUE_BYTES, normalize
+from rtlab.tune._cgroup import parse_mounts
 
 SYSCTL_PREFIX = "sysctl."
 MAX_SYSCTL_NAME = 255
@@ -31,6 +35,7 @@ MAX_SYSCTL_NAME = 255
 # dot in it, e.g. a VLAN eth0.100, cannot be spelled this way).
 SYSCTL_NAME_RE = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+")
 CPU = "sys/devices/system/cpu"
+RT_RUNTIME = "proc/sys/kernel/sched_rt_runtime_us"
 
 # Audit check ID -> the knob of one file that fixes it (its path and how it compares).
 SINGLE: dict[str, k.Sysctl] = {
@@ -133,7 +138,7 @@ def writes(params: dict[str, Any], root: Root) -> list[SettingWrite]:
         value = params[key]
         if key in SINGLE:
             kn = SINGLE[key]
-            out.append(SettingWrite(key, kn.path, str(value), kn.compare))
+            out += _with_rt_group(SettingWrite(key, kn.path, str(value), kn.compare), root)
         elif key == GOVERNOR:
             for c in _cpus(params, root):
                 out.append(SettingWrite(key, f"{CPU}/cpu{c}/cpufreq/scaling_governor",
@@ -141,8 +146,40 @@ def writes(params: dict[str, Any], root: Root) -> list[SettingWrite]:
         elif key == IDLE:
             out += _idle_writes(key, int(value), _cpus(params, root), root)
         else:
-            out.append(SettingWrite(key, sysctl_path(key), str(value), _compare(value)))
+            w = SettingWrite(key, sysctl_path(key), str(value), _compare(value))
+            out += _with_rt_group(w, root)
     return out
+
+
+def rt_group_file(root: Root) -> str | None:
+    """The root cgroup's cpu.rt_runtime_us of a cgroup v1 cpu hierarchy (the kernel has
+    RT_GROUP_SCHED), or None."""
+    info = root.read("proc/self/mountinfo")
+    for point, fstype, opts in parse_mounts(info, lambda: root.read("proc/mounts")):
+        rel = point.strip("/")
+        if fstype == "cgroup" and "cpu" in opts and rel:
+            f = f"{rel}/cpu.rt_runtime_us"
+            if root.read(f) is not None:
+                return f
+    return None
+
+
+def _with_rt_group(w: SettingWrite, root: Root) -> list[SettingWrite]:
+    """W, and for kernel.sched_rt_runtime_us under RT_GROUP_SCHED with a cgroup v1 cpu
+    hierarchy, the root cgroup's cpu.rt_runtime_us set to the same value: the root group
+    throttles the tasks in it by its own runtime, and the kernel refuses (EINVAL) a global
+    runtime below it. Lowered, the group goes first; raised, second (so each write, and
+    each restore in the reverse order, keeps the group within the global value). -1
+    (throttling off) leaves the group alone."""
+    if w.path != RT_RUNTIME or normalize("int", w.new) in (None, -1):
+        return [w]
+    group = rt_group_file(root)
+    if group is None:
+        return [w]
+    g = SettingWrite(w.key, group, w.new, "int")
+    now = normalize("int", root.read(RT_RUNTIME))
+    lowering = now is None or now == -1 or int(w.new) < now
+    return [g, w] if lowering else [w, g]
 
 
 def _idle_writes(key: str, limit_us: int, cpus: list[int], root: Root) -> list[SettingWrite]:

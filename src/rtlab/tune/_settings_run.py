@@ -33,11 +33,10 @@ from rtlab.tune._apply import (
     normalize,
 )
 from rtlab.tune._journal import Journal
-from rtlab.tune._settings import SettingWrite
+from rtlab.tune._settings import RT_RUNTIME, SettingWrite
 
 KIND = "settings"
 LOCK_NAME = "settings.lock"
-RT_RUNTIME = "proc/sys/kernel/sched_rt_runtime_us"
 SayFn = Callable[[str], None]
 
 
@@ -101,7 +100,7 @@ def check_writes(ws: list[SettingWrite], root: Path) -> None:
 
 def _why(w: SettingWrite, detail: str) -> str:
     hint = ""
-    if w.path == RT_RUNTIME:
+    if w.path == RT_RUNTIME or w.path.endswith("/cpu.rt_runtime_us"):
         hint = (
             " (it must not exceed kernel.sched_rt_period_us, and with CONFIG_RT_GROUP_SCHED "
             "the real-time runtime given to cgroups, or SCHED_DEADLINE reservations, "
@@ -176,13 +175,16 @@ class CaseSettings:
 
     # --- applying -----------------------------------------------------------------------
 
-    def trial(self, writes: list[SettingWrite]) -> None:
-        """Write each distinct value once and put it back at once: SettingError (with
-        nothing left changed) for the first one the kernel refuses."""
+    def trial(self, cases: list[list[SettingWrite]]) -> None:
+        """Make each distinct case's writes once and put them back at once: SettingError
+        (with nothing left changed) for the first one the kernel refuses."""
+        todo = [list(ws) for ws in dict.fromkeys(tuple(ws) for ws in cases if ws)]
+        if not todo:
+            return
         self._need_root()
         with _locked(self.where, "settings"):
-            for w in dict.fromkeys(writes):
-                with self._applying([w]):
+            for ws in todo:
+                with self._applying(ws):
                     pass
 
     @contextlib.contextmanager
