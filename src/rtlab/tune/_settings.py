@@ -28,6 +28,7 @@ from rtlab.tune import _knobs as k
 from rtlab.tune import _knobs_cpu as kc
 from rtlab.tune._apply import MAX_VALUE_BYTES, normalize
 from rtlab.tune._cgroup import parse_mounts
+from rtlab.tune._plan import KNOBS
 
 SYSCTL_PREFIX = "sysctl."
 MAX_SYSCTL_NAME = 255
@@ -38,24 +39,7 @@ CPU = "sys/devices/system/cpu"
 RT_RUNTIME = "proc/sys/kernel/sched_rt_runtime_us"
 
 # Audit check ID -> the knob of one file that fixes it (its path and how it compares).
-SINGLE: dict[str, k.Sysctl] = {
-    kn.check: kn
-    for kn in (
-        k.TimerMigration(),
-        k.StatInterval(),
-        k.DirtyWriteback(),
-        k.WatchdogMask(),
-        k.NmiWatchdog(),
-        k.Thp(),
-        k.ThpDefrag(),
-        k.NumaBalancing(),
-        k.Ksm(),
-        k.RtThrottling(),
-        kc.DefaultIrqAffinity(),
-        kc.WorkqueueMask(),
-        kc.WritebackMask(),
-    )
-}
+SINGLE: dict[str, k.Sysctl] = {kn.check: kn for kn in KNOBS if isinstance(kn, k.Sysctl)}
 GOVERNOR, IDLE = kc.Governor.check, kc.IdleStates.check
 PER_CPU = (GOVERNOR, IDLE)
 KNOB_KEYS = (*SINGLE, *PER_CPU)
