@@ -5,6 +5,7 @@ real `rtlab run` of a harmless sysctl killed in its case."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -12,14 +13,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rtlab.errors import SettingError, UserError
 from rtlab.experiment import expand, parse
+from rtlab.measure import Settings, measure
+from rtlab.measure import plan as measure_plan
 from rtlab.probe import Catalog, load_catalog
+from rtlab.records import CaseRecord
+from rtlab.runner import Display
+from rtlab.store import Store
 from rtlab.system import SysRoot
-from rtlab.targets._base import Target
+from rtlab.targets import LocalTarget, Target
 from rtlab.tune import Journal
 from rtlab.tune._settings import KNOB_KEYS, SettingWrite, writes
 from rtlab.tune._settings_run import KIND, CaseSettings, check_writes
@@ -330,3 +337,76 @@ def test_live_run_killed_in_its_case_is_put_back(tmp_path, state):
             proc.wait()
         if LIVE_FILE.read_text() != original:
             LIVE_FILE.write_text(original)
+
+
+# --- through the runner -------------------------------------------------------------------
+
+
+class TreeTarget(LocalTarget):
+    """This machine's probe, with the settings written in a fixture tree: each case notes
+    the value its file holds while it runs."""
+
+    def __init__(self, tree: Path) -> None:
+        super().__init__()
+        self.tree = tree
+        self.seen: list[str] = []
+
+    def check_settings(self, cases: list[CaseRecord], trial: bool) -> None:
+        pass  # the kernel takes every value at first, as far as this run can tell
+
+    def case_settings(self, case: CaseRecord) -> contextlib.AbstractContextManager[Any]:
+        return CaseSettings(self.tree).applied(writes(case.params, SysRoot(self.tree)))
+
+    def recover_settings(self, say: Any) -> None:
+        CaseSettings(self.tree).recover(say)
+
+    def run_case(self, case, call, document, raw, on_progress=None):  # type: ignore[no-untyped-def]
+        self.seen.append((self.tree / STAT).read_text())
+        return super().run_case(case, call, document, raw, on_progress)
+
+
+RUN = """
+[defaults]
+meter = "wakeup"
+policy = "other"
+loops = 20
+interval = "1ms"
+[[series]]
+name = "s"
+sweep = { "sysctl.vm.stat_interval" = [2, 3, 4] }
+"""
+
+
+def run_tree(tmp_path: Path, target: TreeTarget) -> Store:
+    exp_file = tmp_path / "e.toml"
+    exp_file.write_text(RUN)
+    store = Store(tmp_path / "results")
+    exp = measure_plan(str(exp_file), target, Settings(), lambda text: None)
+    measure(store, exp, target, Settings(), Display(), lambda text: None)
+    return store
+
+
+def test_each_case_runs_with_its_value_and_a_refusal_midway_stops_the_run(tmp_path, state,
+                                                                          monkeypatch):  # fmt: skip
+    tree = desktop(tmp_path)
+    before = snapshot(tree)
+    target = TreeTarget(tree)
+    from rtlab.tune._rootfs import RootFS
+
+    real = RootFS.write
+
+    def write(self: RootFS, rel: str, text: str) -> None:
+        if rel == STAT and text == "3":
+            raise OSError(errno.EINVAL, "Invalid argument")
+        real(self, rel, text)
+
+    monkeypatch.setattr(RootFS, "write", write)
+    with pytest.raises(SettingError) as e:
+        run_tree(tmp_path, target)
+    msg = str(e.value)
+    assert "case 1 (sysctl.vm.stat_interval=3)" in msg and "the kernel refuses it" in msg
+    assert "the run stopped, 1 of 3 cases kept" in msg and "rtlab run --resume" in msg
+    assert target.seen == ["2"]  # the first case ran with its value; the second never ran
+    assert snapshot(tree) == before
+    (rec,) = Store(tmp_path / "results").experiments()
+    assert [c.status for c in rec.cases] == ["done", "failed", "pending"]
