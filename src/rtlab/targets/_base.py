@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rtlab.errors import UserError
+from rtlab.errors import SettingError, UserError
 from rtlab.probe import Catalog, ProbeOutcome, Refusal
 from rtlab.probecall import ProbeCall
 from rtlab.records import CaseRecord
@@ -90,7 +90,7 @@ class Target(ABC):
         for case in cases:
             keys = setting_keys(case.params)
             if keys:
-                raise UserError(
+                raise SettingError(
                     f"case {case.index} ({case.name}): {keys[0]}: experiment settings are "
                     f"applied on this system only (as `rtlab tune`), not on target {self.name}"
                 )

@@ -86,7 +86,8 @@ def key_error(key: str) -> str | None:
 def value_error(key: str, value: Any) -> str | None:
     """Why VALUE cannot be the value of setting KEY, or None."""
     if isinstance(value, bool) or not isinstance(value, int | str):
-        kind = {list: "array", dict: "table"}.get(type(value), type(value).__name__)
+        names: dict[type, str] = {list: "array", dict: "table"}
+        kind = names.get(type(value), type(value).__name__)
         return f"must be an int or a str, not {kind}"
     text = str(value)
     if not text.strip():
