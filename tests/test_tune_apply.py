@@ -321,7 +321,7 @@ def test_status_and_reset_without_a_journal(tmp_path, state, rtlab):
     rc, out, _ = rtlab("tune", "status")
     assert rc == 0 and "Nothing tuned" in out
     rc, out, _ = rtlab("tune", "status", "--json")
-    assert json.loads(out) == {"journal": None, "root": None, "changes": []}
+    assert json.loads(out) == {"journal": None, "root": None, "changes": [], "settings": []}
     rc, out, _ = rtlab("tune", "reset")
     assert rc == 0 and "Nothing to reset" in out
 

@@ -26,3 +26,8 @@ class OutputError(Exception):
     """A result could not be written (no space left, an I/O error; the probe exited 5):
     exit 5. The case is failed, the finished ones are kept, and `rtlab run --resume`
     continues once the cause is fixed."""
+
+
+class SettingError(UserError):
+    """A runtime setting of an experiment (sysctl.*, a tune knob) the system refused, or
+    one not put back after its case: exit 2. The run stops; the finished cases are kept."""

@@ -4,6 +4,9 @@
     [defaults]              case keys applied to every series
     [[series]]              name, description, case keys, and [series.sweep]: key -> list of values
 
+Runtime settings are case keys too: "sysctl.<name>" and the IDs of the audit checks
+`rtlab tune` has a knob for (rtlab.tune._settings); rtlab writes them around each case.
+
 Every case is the product of its series' swept values. The case keys are the probe's
 own options, as `rtlab-probe list --json` describes them (`--dma-latency` is the key
 `dma_latency`), less those rtlab sets itself, plus the host keys of HOST_KEYS. The whole
@@ -42,6 +45,7 @@ from rtlab.probecall import LOAD, Option, ProbeCall
 from rtlab.records import MAX_DEADLINE_NS, CaseRecord
 from rtlab.system import LIVE_ROOT, Root, format_cpulist, isolated_cpus, parse_cpulist
 from rtlab.system._cpus import cpulist_or_none
+from rtlab.tune import is_setting_key, key_error, value_error
 from rtlab.units import parse_duration_ns
 
 
@@ -277,6 +281,24 @@ def _check_value(where: str, decls: list[CaseKey], value: Any, catalog: Catalog)
         raise UserError(f"{where}: {q(decls[0].name)} {errors[0]}")
 
 
+def _without_settings(where: str, table: dict, swept: bool = False) -> dict:
+    """TABLE less its runtime settings (sysctl.* and tune's check IDs), each checked:
+    the key's spelling and that its value (or each swept value) is one int or str."""
+    rest = {}
+    for key, value in table.items():
+        if not isinstance(key, str) or not is_setting_key(key):
+            rest[key] = value
+            continue
+        why = key_error(key)
+        if why:
+            raise UserError(f"{where}: key {q(key)}: {why}")
+        for v in value if swept else [value]:
+            why = value_error(key, v)
+            if why:
+                raise UserError(f"{where}: {q(key)} {why}")
+    return rest
+
+
 def _check_scalars(source: str, data: dict) -> None:
     """No NUL in any string (it could not be passed as a process argument) and only the
     64-bit integers TOML promises (bigger ones would overflow on their way)."""
@@ -346,14 +368,15 @@ def parse(text: str, source: str, catalog: Catalog | None = None) -> Experiment:
         for o in [*catalog.common_options, *(o for m in catalog.meters for o in m.options)]
         for a in o.aliases
     }
-    _check_keys(f"{source}: [defaults]", defaults, keys, aliases)
-    for key, value in defaults.items():
+    plain = _without_settings(f"{source}: [defaults]", defaults)
+    _check_keys(f"{source}: [defaults]", plain, keys, aliases)
+    for key, value in plain.items():
         _check_value(f"{source}: [defaults]", keys[key], value, catalog)
     names, ncases = set(), 0
     for i, s in enumerate(series):
         where = f"{source}: series[{i}]"
         s = _table(where, s, "each series ([[series]])")
-        _check_keys(where, s, keys.keys() | SERIES_KEYS, aliases)
+        _check_keys(where, _without_settings(where, s), keys.keys() | SERIES_KEYS, aliases)
         name = s.get("name")
         if not isinstance(name, str) or not name:
             raise UserError(f"{where}: 'name' (a non-empty string) is required")
@@ -369,10 +392,12 @@ def parse(text: str, source: str, catalog: Catalog | None = None) -> Experiment:
         sweep = s.get("sweep", {})
         if not isinstance(sweep, dict):
             raise UserError(f"{where}: 'sweep' must be a table of key = [values]")
-        _check_keys(f"{where} sweep", sweep, keys, aliases)
         for key, values in sweep.items():
             if not isinstance(values, list) or not values:
                 raise UserError(f"{where}: sweep {q(key)} must be a non-empty list")
+        plain = _without_settings(f"{where} sweep", sweep, swept=True)
+        _check_keys(f"{where} sweep", plain, keys, aliases)
+        for key, values in plain.items():
             for v in values:
                 _check_value(f"{where} sweep", keys[key], v, catalog)
         ncases += math.prod(len(v) for v in sweep.values())
@@ -560,6 +585,8 @@ def _check_case(exp: Experiment, case: CaseRecord, catalog: Catalog) -> None:
             f"{', '.join(catalog.meter_names)}, not {q(meter)}"
         )
     for key, value in p.items():
+        if is_setting_key(key):
+            continue  # checked by parse(); its file when the run is planned on its target
         k = _meter_key(catalog, meter, key)
         if k is None:
             raise UserError(

@@ -57,6 +57,7 @@ def plan(source: str, target: Target, settings: Settings, say: SayFn) -> Experim
     if settings.explain_ns is not None:
         explain_cases(exp, settings.explain_ns, say)
     validate_with_probe(exp, target.checker([c.call for c in exp.cases if c.call]))
+    target.check_settings(exp.cases, trial=False)  # the files are there and writable
     target.place(exp, settings.partition, say)
     return exp
 
@@ -88,7 +89,10 @@ def measure(
     say: SayFn,
 ) -> Measured:
     """Record EXP as a new experiment and run its cases on TARGET, with its tuning applied
-    for the run when asked (reset after, also on ^C and errors); then the report."""
+    for the run when asked (reset after, also on ^C and errors); then the report. Runtime
+    settings a killed run left are put back first; the cases' own are each tried once."""
+    target.recover_settings(say)
+    target.check_settings(exp.cases, trial=True)
     tuning = target.tuned(exp, say) if settings.tuned else contextlib.nullcontext(None)
     with tuning as done:
         rec = new_record(store, exp, settings.raw, target, tuning=done)
@@ -99,9 +103,17 @@ def measure(
 
 
 def resume(
-    store: Store, rec: ExperimentRecord, target: Target, deadline_ns: int | None, display: Display
+    store: Store,
+    rec: ExperimentRecord,
+    target: Target,
+    deadline_ns: int | None,
+    display: Display,
+    say: SayFn = lambda text: None,
 ) -> Measured:
-    """Run the cases of REC not done yet, on the target it was run on."""
+    """Run the cases of REC not done yet, on the target it was run on (runtime settings a
+    killed run left put back first, the cases' own checked and tried once)."""
+    target.recover_settings(say)
+    target.check_settings([c for c in rec.cases if not c.done], trial=True)
     return _reported(run_cases(store, rec, display, target), deadline_ns)
 
 

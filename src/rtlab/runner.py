@@ -7,7 +7,7 @@ import signal
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rtlab.errors import InternalError, LostError, OutputError
+from rtlab.errors import InternalError, LostError, OutputError, SettingError
 from rtlab.experiment import Experiment
 from rtlab.probe import term_as_interrupt
 from rtlab.probecall import Option, ProbeCall
@@ -111,11 +111,20 @@ def _run_locked(store: Store, rec: ExperimentRecord, inner: Display, target: Tar
             call = with_deadline(case.call, rec.deadline_ns)
             display.case_start(case)
             try:
-                outcome = target.run_case(
-                    case, call, doc, raw, functools.partial(display.progress, case)
-                )
+                with target.case_settings(case):  # sysctl.* and tune keys, put back after
+                    outcome = target.run_case(
+                        case, call, doc, raw, functools.partial(display.progress, case)
+                    )
             except KeyboardInterrupt:
                 outcome = None
+            except SettingError as e:  # refused, or not put back: the run stops here
+                _discard(rec, case, "failed", str(e))
+                display.case_done(case, None)
+                kept = sum(c.done for c in rec.cases)
+                raise SettingError(
+                    f"case {case.index} ({case.name}): {e}; the run stopped, {kept} of "
+                    f"{len(rec.cases)} cases kept (rtlab run --resume {rec.id} continues)"
+                ) from None
             except (LostError, OutputError) as e:  # this case failed, the others stay
                 _discard(rec, case, "failed", str(e))
                 display.case_done(case, None)

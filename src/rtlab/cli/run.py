@@ -220,7 +220,7 @@ def run(
             click.echo(f"{visible(rec.id)} is already complete", err=True)
             return _finish(rec, deadline, as_json, None, 0)
         where = resume_target(rec, target, accept_new_host_key)
-        done = resume(store, rec, where, deadline, display)
+        done = resume(store, rec, where, deadline, display, _say)
     else:
         if not experiment and partition:
             raise click.UsageError("missing EXPERIMENT (put it before --partition [NAME])")

@@ -33,6 +33,8 @@ from rtlab.tune import (
     tuning_summary,
 )
 from rtlab.tune._plan import not_made, root_label
+from rtlab.tune._settings_run import KIND as SETTINGS
+from rtlab.tune._settings_run import CaseSettings
 from rtlab.units import format_ns
 
 KIND = "tune"
@@ -273,14 +275,22 @@ def status_cmd(root_dir: str | None, as_json: bool) -> int:
     """
     j, path = _journal(root_dir)
     outs = _changer(j).status() if j else []
+    sj = Journal.load(Journal.path_for(SETTINGS))
+    settings = _changer(sj).status() if sj else []
     if as_json:
         print_json({
             "journal": str(path) if j else None,
             "root": j.header.get("root") if j else None,
             "changes": [o.to_dict() for o in outs],
+            "settings": [o.to_dict() for o in settings],
         })  # fmt: skip
         return 0
     out = console()
+    if sj is not None:
+        out.print(line(("Experiment settings", "bold"), f": {len(settings)} change(s) of a case "
+                       f"of `rtlab run` (running, or killed) journalled in {sj.path}"))  # fmt: skip
+        if settings:
+            out.print(rich_table(None, HEADERS, _outcome_rows(settings), right_from=99))
     if j is None:
         out.print(line(f"Nothing tuned: no journal at {path}."))
         return 0
@@ -297,19 +307,21 @@ def status_cmd(root_dir: str | None, as_json: bool) -> int:
 def reset_cmd(root_dir: str | None, as_json: bool) -> int:
     """Put back every journalled value that is still rtlab's, newest first.
 
-    Works after a crash in the middle of apply or of an earlier reset. Values changed by
+    Works after a crash in the middle of apply or of an earlier reset, and puts back the
+    experiment settings (sysctl.* keys) of a case of an `rtlab run` that was killed
+    (not those of a run still running). Values changed by
     someone else since are reported and left alone, and the journal is kept for them.
     Exit status: 0 when everything was restored (or there was nothing to restore) and
     the journal removed, 1 when something was not restored or the journal could not be
     removed (e.g. immutable; said so), 2 on bad input or a damaged journal.
     """
     j, path = _journal(root_dir)
-    outs: list[Outcome] = []
+    outs: list[Outcome] = CaseSettings().leftover() or []  # a killed run's, newest: first
     if j is None:
         Journal.clear_torn(path)
     else:
         changer = _changer(j)
-        outs = changer.reset()
+        outs += changer.reset()
         for o in outs:
             if o.op == "file" and o.state == RESTORED:
                 o.current = changer.read(o.target)  # what is there now, not what was
@@ -328,7 +340,7 @@ def reset_cmd(root_dir: str | None, as_json: bool) -> int:
         })  # fmt: skip
         return 1 if left or kept else 0
     out = console()
-    if j is None:
+    if j is None and not outs:
         out.print(line(f"Nothing to reset: no journal at {path}."))
         return 0
     if outs:

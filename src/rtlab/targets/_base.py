@@ -11,11 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rtlab.errors import UserError
+from rtlab.errors import SettingError, UserError
 from rtlab.probe import Catalog, ProbeOutcome, Refusal
 from rtlab.probecall import ProbeCall
 from rtlab.records import CaseRecord
 from rtlab.system import Root, audit_system
+from rtlab.tune import setting_keys
 
 if TYPE_CHECKING:
     from rtlab.experiment import Experiment
@@ -81,6 +82,26 @@ class Target(ABC):
         """`--tuned`: a context applying the tuning for the run and resetting it after,
         yielding what was done."""
         raise UserError(f"--tuned acts on this system, not on target {self.name}")
+
+    def check_settings(self, cases: list[CaseRecord], trial: bool) -> None:
+        """Refuse runtime settings (sysctl.*, tune's check IDs) the cases cannot have here:
+        a target that cannot apply them refuses any; TRIAL: each value is also written
+        once and put back (before the first case)."""
+        for case in cases:
+            keys = setting_keys(case.params)
+            if keys:
+                raise SettingError(
+                    f"case {case.index} ({case.name}): {keys[0]}: experiment settings are "
+                    f"applied on this system only (as `rtlab tune`), not on target {self.name}"
+                )
+
+    def case_settings(self, case: CaseRecord) -> contextlib.AbstractContextManager[Any]:
+        """A context in which CASE's runtime settings are in effect, put back after it."""
+        self.check_settings([case], trial=False)
+        return contextlib.nullcontext()
+
+    def recover_settings(self, say: SayFn) -> None:  # noqa: B027 (most hold none)
+        """Put back runtime settings a killed run left in effect here."""
 
     @abstractmethod
     def run_case(

@@ -63,6 +63,29 @@ class LocalTarget(Target):
 
         return tuned(exp, say)
 
+    def check_settings(self, cases: list[CaseRecord], trial: bool) -> None:
+        from rtlab.tune._settings import writes
+        from rtlab.tune._settings_run import CaseSettings, check_writes
+
+        every = []
+        for case in cases:
+            ws = writes(case.params, self.root)
+            check_writes(ws, Path("/"))
+            every.append(ws)
+        if trial:
+            CaseSettings().trial(every)
+
+    def case_settings(self, case: CaseRecord) -> contextlib.AbstractContextManager[Any]:
+        from rtlab.tune._settings import writes
+        from rtlab.tune._settings_run import CaseSettings
+
+        return CaseSettings().applied(writes(case.params, self.root))
+
+    def recover_settings(self, say: SayFn) -> None:
+        from rtlab.tune._settings_run import CaseSettings
+
+        CaseSettings().recover(say)
+
     def _placement(self, case: CaseRecord) -> Placement | None:
         """Where a case marked by place() starts (resumed cases too); UserError when its
         partition is gone."""

@@ -22,6 +22,7 @@ from rtlab.tune._partition import create as create_partition
 from rtlab.tune._partition import load as load_partition
 from rtlab.tune._partition import undo_changes as undo_partition
 from rtlab.tune._plan import Plan, apply_plan, plan, tuning_summary
+from rtlab.tune._settings import KNOB_KEYS, is_setting_key, key_error, setting_keys, value_error
 
 __all__ = [
     "ALREADY",
@@ -32,6 +33,7 @@ __all__ = [
     "FAILED",
     "FOREIGN",
     "GONE",
+    "KNOB_KEYS",
     "OURS",
     "REFUSED_NOW",
     "RESTORED",
@@ -45,10 +47,14 @@ __all__ = [
     "Plan",
     "apply_plan",
     "create_partition",
+    "is_setting_key",
+    "key_error",
     "load_partition",
     "normalize",
     "plan",
+    "setting_keys",
     "state_dir",
     "tuning_summary",
     "undo_partition",
+    "value_error",
 ]

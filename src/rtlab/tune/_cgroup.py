@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,8 +65,15 @@ def _read(root: Path, rel: str) -> str | None:
 def mounts(root: Path) -> list[tuple[str, str, list[str]]]:
     """(mount point, file system type, options) of every mount, from proc/self/mountinfo
     (super options included) or else proc/mounts."""
+    return parse_mounts(_read(root, "proc/self/mountinfo"), lambda: _read(root, "proc/mounts"))
+
+
+def parse_mounts(
+    info: str | None, proc_mounts: Callable[[], str | None]
+) -> list[tuple[str, str, list[str]]]:
+    """(mount point, file system type, options) of every mount in the text of INFO
+    (proc/self/mountinfo), or else in that of PROC_MOUNTS()."""
     out: list[tuple[str, str, list[str]]] = []
-    info = _read(root, "proc/self/mountinfo")
     if info:
         for line in info.splitlines():
             left, sep, right = line.partition(" - ")
@@ -74,7 +82,7 @@ def mounts(root: Path) -> list[tuple[str, str, list[str]]]:
                 opts = f[5].split(",") + r[2].split(",")
                 out.append((_unescape(f[4]), r[0], opts))
         return out
-    for line in (_read(root, "proc/mounts") or "").splitlines():
+    for line in (proc_mounts() or "").splitlines():
         f = line.split()
         if len(f) >= 4:
             out.append((_unescape(f[1]), f[2], f[3].split(",")))

@@ -1,6 +1,7 @@
 """The journal of system changes: every original value is on disk before it is changed.
 
-One journal per kind of change (``tune``, ``partition-<name>``) is one JSON-lines file
+One journal per kind of change (``tune``, ``settings``: the experiment settings of the
+case running now, ``partition-<name>``) is one JSON-lines file
 under the state directory (``$RTLAB_STATE``, else ``/var/lib/rtlab``), in ``tune/``:
 
     {"journal": 1, "kind": "tune", "root": "/", "created_utc": "…"}          header

@@ -24,7 +24,7 @@ COMPARE = ("text", "int", "mask", "list", "choice")
 META, CONTROLLER = "partition", "controller"  # partition journals' own ops
 PENDING, DONE, REFUSED, UNDOING = "pending", "done", "refused", "undoing"
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # a partition (a cgroup name)
-KIND_RE = re.compile(r"tune|partition-[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+KIND_RE = re.compile(r"tune|settings|partition-[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 MAX_ROOT_BYTES = 4096
 TASK_FILES = ("tasks", "cgroup.procs")
 
@@ -173,7 +173,7 @@ def check_intent(rec: dict[str, Any], kind: str, live: bool, meta: dict[str, Any
     """An intent record of a journal of KIND, for the live root or a tree; META: the
     partition record before it (partition journals)."""
     op = rec.get("op")
-    family = "tune" if kind == "tune" else "partition"
+    family = "tune" if kind in ("tune", "settings") else "partition"
     if op not in KIND_OPS[family]:
         raise ValueError(f"op {op!r} is not one of a {family} journal's")
     _fields(rec, {"seq": lambda v: v, "op": _str, **OPS[op]}, WHY)
