@@ -5,6 +5,7 @@ Times are int64/float ns throughout. Percentiles are nearest rank: the value at 
 index ceil(q n) - 1.
 """
 
+from rtlab.analysis._below import Share, parse_below, share_below, share_text
 from rtlab.analysis._compare import (
     RankTest,
     Threshold,
@@ -46,6 +47,7 @@ from rtlab.analysis._metrics import (
     metric,
     metrics,
 )
+from rtlab.analysis._pivot import Pivot, PivotCase, PivotSpec, parse_pivot, pivot
 from rtlab.analysis._pwcet import (
     DEFAULT_RATE_HZ,
     Estimate,
@@ -110,7 +112,11 @@ __all__ = [
     "Histogram",
     "MeterView",
     "Metric",
+    "Pivot",
+    "PivotCase",
+    "PivotSpec",
     "RankTest",
+    "Share",
     "Side",
     "TailFit",
     "Threshold",
@@ -132,11 +138,14 @@ __all__ = [
     "nearest_rank",
     "once_per",
     "p_text",
+    "parse_below",
     "parse_fail_if",
+    "parse_pivot",
     "parse_probability",
     "parse_rate",
     "per_thread_stats",
     "period_text",
+    "pivot",
     "policy_text",
     "pwcet",
     "rank_causes",
@@ -148,6 +157,8 @@ __all__ = [
     "related_findings",
     "resolve_raw_file",
     "segments",
+    "share_below",
+    "share_text",
     "stats_from_histogram",
     "stats_from_samples",
     "stopped_text",
