@@ -85,7 +85,11 @@ def bar_plot(pivots: Sequence[Pivot]) -> Plot | None:
             if worst is not None:
                 alt.append(f"{p.spec.stat_name}: highest {format_ns(worst.value)} ({worst.case})")
         last = axes[-1, 0]
-        last.set_xticks(range(ncol), [first.label(c) for c in first.col_labels])
+        ticks = [first.label(c) for c in first.col_labels]
+        crowded = sum(len(t) for t in ticks) * 0.08 > width - 1.0
+        last.set_xticks(
+            range(ncol), ticks, rotation=25 if crowded else 0, ha="right" if crowded else "center"
+        )
         last.set_xlabel(" + ".join(first.spec.cols))
         if hi > 0:
             axes[0, 0].set_ylim(max(lo, 0.001) / 1.5, hi * 1.5)
