@@ -217,3 +217,20 @@ def test_labels_name_setups_everywhere(tmp_path):
     _label(root, "e2", "\n")
     with pytest.raises(UserError, match="label"):
         Store(root).open("e2")
+
+
+def test_import_label_is_stored_listed_and_checked(rtlab, tmp_path):
+    fixture = next(p for p in sorted((Path(__file__).parent / "fixtures" / "cyclictest").iterdir())
+                   if p.suffix == ".json" and not p.name.startswith("broken"))  # fmt: skip
+    res = str(tmp_path / "results")
+    rc, out, err = rtlab(
+        "import", "cyclictest", str(fixture), "--label", "threadirqs", "--json", "--results", res
+    )
+    assert rc == 0, err
+    exp_id = json.loads(out)["id"]
+    rc, out, _ = rtlab("list", "--json", "--results", res)
+    assert [r["label"] for r in json.loads(out)] == ["threadirqs"]
+    rc, out, _ = rtlab("show", exp_id, "--json", "--results", res)
+    assert json.loads(out)["setup"].startswith("threadirqs")
+    rc, out, err = rtlab("import", "cyclictest", str(fixture), "--label", " ", "--results", res)
+    assert rc == 2 and "label" in err and len(err.strip().splitlines()) == 1
