@@ -175,6 +175,69 @@ def write_sweep(
     return exp
 
 
+def write_planned(
+    results: Path,
+    exp_id: str,
+    spec: str,
+    n: int = 2000,
+    seed: int = 1,
+    host: str = "synthetic",
+    label: str | None = None,
+    slower: float = 1.0,
+) -> Path:
+    """Write RESULTS/EXP_ID with the cases of experiment SPEC (a preset or a TOML file) as
+    `rtlab run` plans them (series, names, swept values, parameters), each a synthetic
+    document of N samples; SLOWER scales the latencies (another kernel), LABEL is the
+    experiment's --label."""
+    from rtlab.experiment import load_experiment
+
+    exp_plan = load_experiment(spec)
+    rng = np.random.default_rng(seed)
+    exp = results / exp_id
+    (exp / "cases").mkdir(parents=True, exist_ok=True)
+    cases = []
+    for c in exp_plan.cases:
+        load = 0 if c.params.get("load") in (None, "none", "") else 1 + c.index % 4
+        x = samples(rng, n, 10_000 * slower * (1 + 0.5 * load), 0.3)
+        doc = document(x, str(c.params.get("policy", "fifo:99")), load, host)
+        (exp / "cases" / f"{c.index:03d}.json").write_text(json.dumps(doc))
+        cases.append(
+            {
+                "index": c.index,
+                "series": c.series,
+                "name": c.name,
+                "swept": c.swept,
+                "params": c.params,
+                "status": "done",
+                "document": f"cases/{c.index:03d}.json",
+                "expected_s": 1.0,
+            }
+        )
+    manifest = {
+        "schema": 4,
+        "id": exp_id,
+        "name": exp_plan.name,
+        "source": spec,
+        "scale": 1.0,
+        "deadline_ns": None,
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "complete": True,
+        "notes": [],
+        "series": [
+            {"name": s["name"], "description": "", "swept": list(s.get("sweep", {}))}
+            for s in exp_plan.series
+        ],
+        "cases": cases,
+        "label": label,
+        "virtualization": {"kind": "unknown"},
+    }
+    (exp / "experiment.json").write_text(json.dumps(manifest, indent=1))
+    (exp / "experiment.toml").write_text(exp_plan.text)
+    system = {"schema": 1, "hostname": host, "kernel_release": "6.1.0-synthetic", "hz": 250}
+    (exp / "system.json").write_text(json.dumps(system, indent=1))
+    return exp
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", type=Path, help="results directory (created)")

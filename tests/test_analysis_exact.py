@@ -38,15 +38,18 @@ def exact_stddev(x: np.ndarray) -> float:
 
 
 def assert_same(new: CaseStats, ref: CaseStats, x: np.ndarray | None = None) -> None:
-    """Every statistic identical; the standard deviation, which the reference computes
-    in float64 from per-chunk deviations, within 1e-9 and exactly rounded in the new."""
+    """Every statistic identical; the standard deviation and variance, which the reference
+    computes in float64 from per-chunk deviations, within 1e-9 and exactly rounded in the
+    new."""
     a, b = new.to_dict(), ref.to_dict()
     sd_new, sd_ref = a.pop("stddev"), b.pop("stddev")
+    var_new, var_ref = a.pop("variance"), b.pop("variance")
     assert a == b
     if sd_ref is None:
-        assert sd_new is None
+        assert sd_new is None and var_new is None and var_ref is None
         return
     assert sd_new == pytest.approx(sd_ref, rel=1e-9, abs=1e-6)
+    assert var_new == pytest.approx(var_ref, rel=1e-9, abs=1e-6)
     if x is not None:
         assert sd_new == exact_stddev(x)
 

@@ -79,13 +79,16 @@ def test_two_experiment_report_has_every_figure_and_table(sweeps, tmp_path):
     out = tmp_path / "two.html"
     result = write_report(recs, out, deadline_ns=500_000)
     html = out.read_text()
-    # 1 box plot, 2 experiments x 3 series histograms, 3 exceedance, 3 timelines
-    figs = ["fig-box"] + [f"fig-hist-{i}-{j}" for i in range(2) for j in range(3)]
+    # bars and overlay of the default pivots, 1 box plot and one per setup, 2 experiments x
+    # 3 series histograms, 3 exceedance, 3 timelines
+    figs = ["fig-bars", "fig-overlay", "fig-box", "fig-box-0", "fig-box-1"]
+    figs += [f"fig-hist-{i}-{j}" for i in range(2) for j in range(3)]
     figs += [f"fig-exc-{j}" for j in range(3)] + [f"fig-time-{j}" for j in range(3)]
     ids = [dict(a).get("id") for t, a in tags_of(html).tags if t == "figure"]
     assert ids == figs and result.figures == len(figs)
     tables = ["verdict", "system", "parameters", "loads", "stats", "compare", "wins"]
-    tables.append("differences")
+    tables += ["differences", "pivot-0-setup+series-x-forkcopy-max"]
+    tables.append("pivot-1-setup+series-x-forkcopy-p99")
     for name in tables:
         assert f'id="table-{name}"' in html
         assert (tmp_path / f"two.{name}.csv").is_file()

@@ -84,7 +84,11 @@ def test_two_real_experiments_every_figure_and_table(runs, rtlab, tmp_path):
     html = html_path.read_text()
     figures = [dict(a)["id"] for t, a in tags_of(html).tags if t == "figure"]
     assert figures == [
+        "fig-bars",  # the default pivot's worst case and p99 per setup
+        "fig-overlay",  # two experiments: before and after on one axis per case
         "fig-box",
+        "fig-box-0",  # one box-plot figure per setup
+        "fig-box-1",
         "fig-hist-0-0",
         "fig-hist-0-1",
         "fig-hist-1-0",
@@ -177,7 +181,7 @@ def test_report_renders_in_chromium(runs, rtlab, tmp_path):
     assert cp.returncode == 0, cp.stderr[-2000:]
     assert console_messages(cp.stderr) == []
     dom = tags_of(cp.stdout).tags
-    assert sum(t == "svg" for t, _ in dom) == len(inline_svgs(source)) == 9
+    assert sum(t == "svg" for t, _ in dom) == len(inline_svgs(source)) == 13
     assert sum(t == "table" for t, _ in dom) == source.count("<table>")
     assert not [t for t, _ in dom if t in ("script", "img", "iframe")]
 

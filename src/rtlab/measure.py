@@ -32,6 +32,7 @@ class Settings:
     raw: bool = False  # every sample kept
     tuned: bool = False  # the target applies its tuning for the run
     partition: str | None = None  # the target's partition the cases run in
+    label: str | None = None  # --label: the name of the setup (records.check_label)
 
 
 @dataclass
@@ -95,7 +96,7 @@ def measure(
     target.check_settings(exp.cases, trial=True)
     tuning = target.tuned(exp, say) if settings.tuned else contextlib.nullcontext(None)
     with tuning as done:
-        rec = new_record(store, exp, settings.raw, target, tuning=done)
+        rec = new_record(store, exp, settings.raw, target, tuning=done, label=settings.label)
         result = run_cases(store, rec, display, target)
     if done is not None:
         write_json_atomic(rec.path / "tuning.json", done)  # with how the reset went

@@ -89,6 +89,7 @@ class Manifest:
     target: dict[str, Any] | None = None
     # {"kind": "none"|"vm"|"unknown", "hypervisor", "accel", "emulated", "host_kernel", ...}
     virtualization: dict[str, Any] = field(default_factory=lambda: dict(UNKNOWN_VIRTUALIZATION))
+    label: str | None = None  # `--label NAME`: names the setup everywhere (absent before)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -137,9 +138,31 @@ class Manifest:
             cases=cases,
             target=d.opt("target", dict),
             virtualization=_virtualization(d, where),
+            label=_label(d.opt("label", str), where),
         )
         m.refresh_complete()
         return m
+
+
+#: Longest setup label (`--label`), in characters.
+MAX_LABEL = 80
+
+
+def check_label(text: str) -> str:
+    """A setup label as given to --label: stripped, 1..MAX_LABEL printable characters."""
+    label = text.strip()
+    if not label or len(label) > MAX_LABEL or not label.isprintable():
+        raise UserError(f"bad label {text!r}: 1 to {MAX_LABEL} printable characters")
+    return label
+
+
+def _label(value: str | None, where: str) -> str | None:
+    if value is None:
+        return None
+    try:
+        return check_label(value)
+    except UserError as e:
+        raise DamagedRecord(f"{where}: {e}") from None
 
 
 #: Largest deadline accepted anywhere (1 h), as the probe's --deadline.

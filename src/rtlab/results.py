@@ -18,6 +18,8 @@ from rtlab.analysis import (
     Comparison,
     Conditions,
     MeterView,
+    PivotCase,
+    Share,
     Side,
     TailFit,
     Threshold,
@@ -28,6 +30,7 @@ from rtlab.analysis import (
     meter_rows,
     refused_fit,
     resolve_raw_file,
+    share_below,
 )
 from rtlab.records import CaseRecord
 from rtlab.store import ExperimentRecord
@@ -130,6 +133,11 @@ def case_samples(rec: ExperimentRecord, case: CaseRecord) -> list[np.ndarray] | 
     return [open_samples(p) for p in paths]
 
 
+def case_below(rec: ExperimentRecord, case: CaseRecord, bound_ns: int) -> Share:
+    """The share of CASE's samples at or below BOUND_NS (exact from raw samples)."""
+    return share_below(rec.document(case), rec.document_path(case).parent, bound_ns)
+
+
 #: Why a case without raw samples gets no pWCET (docs/pwcet.md, "Histograms").
 NO_RAW = (
     "no raw samples: pWCET needs them in time order for its stationarity and independence "
@@ -166,7 +174,15 @@ def record_side(rec: ExperimentRecord, setup: str, deadline_ns: int | None) -> S
     def samples(case: CaseRecord) -> list[np.ndarray] | None:
         return case_samples(rec, case) if stats(case).exact else None
 
-    return Side(rec.id, setup, rec.done_cases, stats, samples, lambda case: case_tail(rec, case))
+    return Side(
+        rec.id,
+        setup,
+        rec.done_cases,
+        stats,
+        samples,
+        lambda case: case_tail(rec, case),
+        lambda case, bound_ns: case_below(rec, case, bound_ns),
+    )
 
 
 def compare_records(
@@ -174,6 +190,7 @@ def compare_records(
     deadline_ns: int | None = None,
     thresholds: Sequence[Threshold] = (),
     pwcet: Sequence[float] = (),
+    below: Sequence[int] = (),
 ) -> Comparison:
     """RECS after the first against the first, case by case (with the pWCET at each
     probability of PWCET)."""
@@ -182,7 +199,31 @@ def compare_records(
         [record_side(r, label, deadline_ns) for r, label in zip(recs, labels, strict=True)],
         thresholds,
         pwcet=pwcet,
+        below=below,
     )
+
+
+def pivot_cases(
+    recs: Sequence[ExperimentRecord], deadline_ns: int | None = None
+) -> list[PivotCase]:
+    """Every finished case of RECS as a pivot sees it, each experiment named by
+    `setup_labels`."""
+    out = []
+    for rec, setup in zip(recs, setup_labels(list(recs)), strict=True):
+        dl = effective_deadline(rec, deadline_ns)
+        for case in rec.done_cases:
+            out.append(
+                PivotCase(
+                    rec.id,
+                    setup,
+                    case.series,
+                    case.name,
+                    {**case.params, **case.swept},
+                    case_stats(rec, case, dl),
+                    lambda bound, rec=rec, case=case: case_below(rec, case, bound),
+                )
+            )
+    return out
 
 
 def setup_facts(rec: ExperimentRecord) -> dict[str, Any]:
@@ -195,8 +236,18 @@ def setup_facts(rec: ExperimentRecord) -> dict[str, Any]:
 
 
 def setup_labels(recs: list[ExperimentRecord]) -> list[str]:
-    """Name each experiment by the system facts that differ between them (else by its id);
-    experiments run on distinct targets (a farm's boards) by target name first."""
+    """Name each experiment by its label (`--label`), else by the system facts that differ
+    between them (else by its id); experiments run on distinct targets (a farm's boards) by
+    target name first. A label given to several experiments gets each one's id added."""
+    names = _fact_names(recs)
+    labels = [r.manifest.label for r in recs]
+    return [
+        n if not lab else lab if labels.count(lab) == 1 else f"{lab} ({r.id})"
+        for n, lab, r in zip(names, labels, recs, strict=True)
+    ]
+
+
+def _fact_names(recs: list[ExperimentRecord]) -> list[str]:
     names = setup_names([setup_facts(r) for r in recs], [r.id for r in recs])
     boards = [b for r in recs if isinstance(b := (r.manifest.target or {}).get("name"), str) and b]
     if len(boards) == len(recs) and len(set(boards)) == len(boards):
@@ -207,8 +258,10 @@ def setup_labels(recs: list[ExperimentRecord]) -> list[str]:
 
 
 def setup_label(rec: ExperimentRecord) -> str:
-    """What the system of one experiment was, e.g. "PREEMPT_RT · HZ=1000 · isolcpus=3"."""
-    return setup_description(setup_facts(rec))
+    """What the system of one experiment was, e.g. "PREEMPT_RT · HZ=1000 · isolcpus=3",
+    after its label when it has one."""
+    described = setup_description(setup_facts(rec))
+    return f"{rec.manifest.label} ({described})" if rec.manifest.label else described
 
 
 def mixed_virtualization(recs: Sequence[ExperimentRecord]) -> str | None:

@@ -35,11 +35,16 @@ class Display:
 
 
 def new_record(
-    store: Store, exp: Experiment, raw: bool, target: Target, tuning: dict | None = None
+    store: Store,
+    exp: Experiment,
+    raw: bool,
+    target: Target,
+    tuning: dict | None = None,
+    label: str | None = None,
 ) -> ExperimentRecord:
     """Store EXP as a new experiment with the TARGET's fingerprint and audit (and the
     target itself, when it is not this machine); TUNING (`rtlab run --tuned`) names the
-    tuning in effect, which names the setup."""
+    tuning in effect, which names the setup, unless LABEL (`--label`) does."""
     cases = []
     for c in exp.cases:
         case = replace(c, params=dict(c.params))
@@ -60,6 +65,7 @@ def new_record(
         cases=cases,
     )
     manifest.target = target.record()
+    manifest.label = label
     system, audit = target.audit(exp.deadline_ns)
     if tuning is not None:
         system["tuning"] = audit["facts"]["tuning"] = tuning.get("summary", "untuned")

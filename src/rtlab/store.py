@@ -39,7 +39,7 @@ MANIFEST_FILE = "experiment.json"
 INDEX_NAME = "index.sqlite"
 LOCK_NAME = ".lock"
 #: Bumped when the index's table changes: an older index is rebuilt.
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 #: Columns of `Store.listing` rows, in display order.
 LISTING_COLUMNS = (
     "id",
@@ -52,6 +52,7 @@ LISTING_COLUMNS = (
     "kernel",
     "preempt",
     "source",
+    "label",
 )
 
 
@@ -330,7 +331,7 @@ class Store:
             return None if v is None else str(v)
 
         db.execute(
-            "INSERT OR REPLACE INTO experiments VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT OR REPLACE INTO experiments VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 rec.id,
                 rec.name,
@@ -342,6 +343,7 @@ class Store:
                 text("kernel_release"),
                 text("preempt_model"),
                 m.source,
+                m.label,
                 st.st_mtime_ns,
                 st.st_size,
             ),
@@ -389,7 +391,7 @@ def _init_index(db: sqlite3.Connection) -> None:
         "DROP TABLE IF EXISTS cases; DROP TABLE IF EXISTS experiments;"
         "CREATE TABLE experiments (id TEXT PRIMARY KEY, name TEXT, created_utc TEXT,"
         " complete INTEGER, done INTEGER, cases INTEGER, hostname TEXT, kernel TEXT,"
-        " preempt TEXT, source TEXT, mtime_ns INTEGER, size INTEGER);"
+        " preempt TEXT, source TEXT, label TEXT, mtime_ns INTEGER, size INTEGER);"
         f"PRAGMA user_version = {INDEX_VERSION};"
     )
 

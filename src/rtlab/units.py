@@ -77,6 +77,20 @@ def format_ns(ns: float | None) -> str:
     return f"{sign}{_sig3(mag / 1e9)} s"
 
 
+def format_ns2(ns2: float | None) -> str:
+    """Format a variance in ns² with 3 significant digits, in the unit its root is shown in:
+    950 ns², 12.3 µs², 1.25 ms²; NaN and None give ``n/a``."""
+    if ns2 is None or (isinstance(ns2, float) and math.isnan(ns2)):
+        return "n/a"
+    v = float(ns2)
+    if math.isinf(v):
+        return "∞"
+    for unit, scale in (("ns²", 1.0), ("µs²", 1e6), ("ms²", 1e12)):
+        if abs(v) < scale * 1e6:
+            return f"{_sig3(v / scale)} {unit}"
+    return f"{_sig3(v / 1e18)} s²"
+
+
 def _sig3(v: float) -> str:
     if v >= 100:
         return f"{v:.0f}"

@@ -5,6 +5,7 @@ Times are int64/float ns throughout. Percentiles are nearest rank: the value at 
 index ceil(q n) - 1.
 """
 
+from rtlab.analysis._below import Share, parse_below, share_below, share_text
 from rtlab.analysis._compare import (
     RankTest,
     Threshold,
@@ -46,6 +47,7 @@ from rtlab.analysis._metrics import (
     metric,
     metrics,
 )
+from rtlab.analysis._pivot import Pivot, PivotCase, PivotSpec, parse_pivot, pivot
 from rtlab.analysis._production import HEADERS as PRODUCTION_HEADERS
 from rtlab.analysis._production import production, production_row
 from rtlab.analysis._pwcet import (
@@ -113,7 +115,11 @@ __all__ = [
     "Histogram",
     "MeterView",
     "Metric",
+    "Pivot",
+    "PivotCase",
+    "PivotSpec",
     "RankTest",
+    "Share",
     "Side",
     "TailFit",
     "Threshold",
@@ -135,11 +141,14 @@ __all__ = [
     "nearest_rank",
     "once_per",
     "p_text",
+    "parse_below",
     "parse_fail_if",
+    "parse_pivot",
     "parse_probability",
     "parse_rate",
     "per_thread_stats",
     "period_text",
+    "pivot",
     "policy_text",
     "production",
     "production_row",
@@ -153,6 +162,8 @@ __all__ = [
     "related_findings",
     "resolve_raw_file",
     "segments",
+    "share_below",
+    "share_text",
     "stats_from_histogram",
     "stats_from_samples",
     "stopped_text",

@@ -16,6 +16,7 @@ from rtlab.errors import UserError
 from rtlab.units import format_ns, parse_duration_ns
 
 if TYPE_CHECKING:
+    from rtlab.analysis._below import Share
     from rtlab.analysis._pwcet import Estimate
 
 
@@ -118,8 +119,9 @@ class Threshold:
     expr: str
     metric: str  # CaseStats field, or "pwcet"
     kind: Literal["ratio", "increase", "absolute"]
-    value: float  # ratio (kind "ratio"), else ns
+    value: float  # ratio (kind "ratio"), else ns (ns² for a variance), a share for "below"
     p: float | None = None  # the pWCET probability (metric "pwcet")
+    bound_ns: int | None = None  # metric "below": fail when B's share at or below is < value
 
     def limit(self, a: CaseStats) -> float:
         if self.kind == "absolute":
@@ -127,9 +129,13 @@ class Threshold:
         base = float(getattr(a, self.metric))
         return base * self.value if self.kind == "ratio" else base + self.value
 
+    def _text(self, v: float) -> str:
+        return metric(self.metric).text(v)
+
     def check(self, a: CaseStats, b: CaseStats) -> tuple[bool, str]:
         """(exceeded, one-line description). A missing value (no samples) counts as exceeded."""
         va, vb = float(getattr(a, self.metric)), float(getattr(b, self.metric))
+        show = self._text  # a variance in ns²
         name = self.expr.strip()
         if math.isnan(vb) or (math.isnan(va) and self.kind != "absolute"):
             return True, f"{name}: cannot compare, a side has no {self.metric} (exceeded)"
@@ -137,17 +143,31 @@ class Threshold:
         exceeded = vb > limit
         verdict = "exceeded" if exceeded else "ok"
         if self.kind == "absolute":
-            return exceeded, f"{name}: {format_ns(vb)} (limit {format_ns(limit)}): {verdict}"
+            return exceeded, f"{name}: {show(vb)} (limit {show(limit)}): {verdict}"
         if self.kind == "ratio":
             r = _ratio(va, vb)
             change = "n/a" if math.isnan(r) else f"{r:.3g}x"
             bound = f"{self.value:g}x"
         else:
-            change = ("+" if vb >= va else "-") + format_ns(abs(vb - va))
-            bound = "+" + format_ns(self.value)
+            change = ("+" if vb >= va else "-") + show(abs(vb - va))
+            bound = "+" + show(self.value)
         return exceeded, (
-            f"{name}: {format_ns(va)} -> {format_ns(vb)} ({change}, limit {bound}"
-            f" = {format_ns(limit)}): {verdict}"
+            f"{name}: {show(va)} -> {show(vb)} ({change}, limit {bound} = {show(limit)}): {verdict}"
+        )
+
+    def check_below(self, b: Share | None) -> tuple[bool, str]:
+        """(exceeded, one line) for metric "below": B's share of samples at or below the
+        bound against the least share allowed; from histograms, the lowest share the data
+        allow is judged. No samples or no answer counts as exceeded."""
+        name = self.expr.strip()
+        if b is None or not b.count or math.isnan(b.value):
+            return True, f"{name}: cannot judge, no share of samples known (exceeded)"
+        low = b.range[0]
+        exceeded = low < self.value
+        shown = f"{b.value:.6g}" if b.exact else f"{b.value:.6g} (at least {low:.6g})"
+        return exceeded, (
+            f"{name}: {shown} of {b.count:,} samples at or below {format_ns(b.bound_ns)} "
+            f"(least allowed {self.value:.6g}): {'exceeded' if exceeded else 'ok'}"
         )
 
     def check_pwcet(self, a: Estimate, b: Estimate) -> tuple[bool, str]:
@@ -178,14 +198,19 @@ class Threshold:
 def parse_fail_if(expr: str, rate_hz: float | None = None) -> Threshold:
     """Parse ``p99>1.2x``, ``max>1.5x``, ``mean>+20us``, ``p99.9>+10%`` into a Threshold.
 
-    Metrics: min, mean|avg, median|p50, p90, p99, p99.9, p99.99, max, jitter, stddev, and
+    Metrics: min, mean|avg, median|p50, p90, p95, p99, p99.9, p99.99, max, jitter, stddev,
+    variance (its fixed limits and increases in squared units: ``variance>25us^2``), and
     ``pwcet(P)``: the latency exceeded with probability P per activation (``1e-9``, or a
     time between exceedances such as ``10y`` at RATE_HZ, default 1 kHz).
     Limits: a ratio ``Nx`` (N > 0), a relative increase ``+N%``, an absolute increase
     ``+DURATION`` (ns, us, µs, ms, s, m, h) or a fixed limit ``DURATION`` (``max>100us``:
-    B's max above 100 µs, whatever A's). Bad expressions raise UserError.
+    B's max above 100 µs, whatever A's). ``below:B<SHARE`` fails when less than SHARE
+    (``0.999`` or ``99.9%``) of B's samples are at or below the bound B
+    (``below:100us<0.999``). Bad expressions raise UserError.
     """
     text = str(expr)
+    if text.strip().lower().startswith("below"):
+        return _parse_below(text)
     m = _FAIL_IF.fullmatch(text)
     if m is None:
         raise UserError(
@@ -205,9 +230,12 @@ def parse_fail_if(expr: str, rate_hz: float | None = None) -> Threshold:
             found = metric(m.group("metric"))
         except UserError as e:
             raise UserError(f"bad --fail-if {text!r}: {e}") from None
-        if not found.duration:
+        if found.unit not in ("ns", "ns2"):
             raise UserError(f"bad --fail-if {text!r}: {found.label} is not a latency")
         key = found.key
+        if found.unit == "ns2" and m.group("ratio") is None and m.group("pct") is None:
+            kind2: Literal["increase", "absolute"] = "increase" if m.group("inc") else "absolute"
+            return Threshold(text, key, kind2, _squared_ns(m.group("inc") or m.group("abs"), text))
     if m.group("ratio") is not None:
         value = float(m.group("ratio"))
         if not value > 0:
@@ -221,3 +249,40 @@ def parse_fail_if(expr: str, rate_hz: float | None = None) -> Threshold:
     except UserError as e:
         raise UserError(f"bad --fail-if {text!r}: {e}") from None
     return Threshold(text, key, kind, float(ns), p)
+
+
+_SQUARED = re.compile(r"\s*(?P<num>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>[a-zµ]+)\s*(?:\^\s*2|²)\s*")
+_BELOW = re.compile(
+    r"\s*below\s*:\s*(?P<bound>[^<\s]+)\s*<\s*(?P<share>\d+(?:\.\d*)?|\.\d+)\s*(?P<pct>%)?\s*",
+    re.IGNORECASE,
+)
+
+
+def _squared_ns(limit: str, text: str) -> float:
+    """ "25us^2" or "25µs²" (a variance) in ns²."""
+    m = _SQUARED.fullmatch(limit)
+    if m is None:
+        raise UserError(
+            f"bad --fail-if {text!r}: a variance's limit is a squared duration, e.g. 25us^2"
+        )
+    try:
+        scale = parse_duration_ns("1" + m.group("unit"))
+    except UserError as e:
+        raise UserError(f"bad --fail-if {text!r}: {e}") from None
+    return float(m.group("num")) * float(scale) ** 2
+
+
+def _parse_below(text: str) -> Threshold:
+    m = _BELOW.fullmatch(text)
+    if m is None:
+        raise UserError(
+            f"bad --fail-if {text!r}: expected below:BOUND<SHARE, e.g. below:100us<0.999"
+        )
+    try:
+        bound = parse_duration_ns(m.group("bound"))
+    except UserError as e:
+        raise UserError(f"bad --fail-if {text!r}: {e}") from None
+    share = float(m.group("share")) / (100.0 if m.group("pct") else 1.0)
+    if not 0 < share <= 1:
+        raise UserError(f"bad --fail-if {text!r}: the share must be in (0, 1] or (0, 100]%")
+    return Threshold(text, "below", "absolute", share, bound_ns=int(bound))

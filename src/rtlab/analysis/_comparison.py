@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from rtlab.analysis._below import Share
 from rtlab.analysis._compare import RankTest, Threshold, rank_test, ratio_table
 from rtlab.analysis._pwcet import Estimate, TailFit, refused_fit
 from rtlab.analysis._stats import CaseStats
@@ -32,6 +33,7 @@ class Side:
     stats: Callable[[Any], CaseStats]
     samples: Callable[[Any], Any]  # raw samples of a case, or None
     tail: Callable[[Any], TailFit] | None = None  # the case's extreme-value fit (pWCET)
+    below: Callable[[Any, int], Share] | None = None  # share of a case's samples <= bound
     _cache: dict[int, Any] = field(default_factory=dict, repr=False)
     _tails: dict[int, TailFit] = field(default_factory=dict, repr=False)
 
@@ -64,6 +66,7 @@ class ComparisonRow:
     ratios: dict[str, float]
     rank_test: RankTest | None
     pwcet: dict[float, tuple[Estimate, Estimate]] = field(default_factory=dict)  # p: (A, B)
+    shares: dict[int, tuple[Share, Share]] = field(default_factory=dict)  # bound: (A, B)
 
     @property
     def significant(self) -> bool | None:
@@ -82,6 +85,10 @@ class ComparisonRow:
             "pwcet": [
                 {"p": p, "baseline": a.to_dict(), "other": b.to_dict()}
                 for p, (a, b) in self.pwcet.items()
+            ],
+            "below": [
+                {"bound_ns": bound, "baseline": a.to_dict(), "other": b.to_dict()}
+                for bound, (a, b) in self.shares.items()
             ],
         }
 
@@ -123,9 +130,11 @@ def compare_sides(
     *,
     rank: bool = True,
     pwcet: Sequence[float] = (),
+    below: Sequence[int] = (),
 ) -> Comparison:
     """Every side after the first against the first (the baseline); with the pWCET at each
-    probability of PWCET and of the pwcet thresholds (one tail fit per case)."""
+    probability of PWCET and of the pwcet thresholds (one tail fit per case), and the share
+    of samples at or below each bound of BELOW (when the sides can tell it)."""
     sides = list(sides)
     ps = sorted({*pwcet, *(t.p for t in thresholds if t.p is not None)})
     base = sides[0]
@@ -157,11 +166,19 @@ def compare_sides(
                         )
                         for p in ps
                     },
+                    shares={
+                        bound: (base.below(cases[0], bound), side.below(other, bound))
+                        for bound in below
+                        if base.below is not None and side.below is not None
+                    },
                 )
             )
             for t in thresholds:
                 if t.p is not None:
                     exceeded, text = t.check_pwcet(*rows[-1].pwcet[t.p])
+                elif t.bound_ns is not None:
+                    share = side.below(other, t.bound_ns) if side.below is not None else None
+                    exceeded, text = t.check_below(share)
                 else:
                     exceeded, text = t.check(a, b)
                 if exceeded:

@@ -17,6 +17,7 @@ QUANTILES: dict[str, Fraction] = {
     "median": Fraction(1, 2),
     "q3": Fraction(3, 4),
     "p90": Fraction(9, 10),
+    "p95": Fraction(95, 100),
     "p99": Fraction(99, 100),
     "p999": Fraction(999, 1000),
     "p9999": Fraction(9999, 10000),
@@ -55,12 +56,14 @@ class CaseStats:
     mean: float
     median: float
     p90: float
+    p95: float
     p99: float
     p999: float
     p9999: float
     max: float
     jitter: float  # max - min, as in the published tables
     stddev: float  # sample standard deviation (n - 1), NaN below 2 samples
+    variance: float  # ns², the square of stddev (exact integers over n(n - 1) from raw samples)
     q1: float
     q3: float
     iqr: float
@@ -84,12 +87,14 @@ class CaseStats:
             mean=nan,
             median=nan,
             p90=nan,
+            p95=nan,
             p99=nan,
             p999=nan,
             p9999=nan,
             max=nan,
             jitter=nan,
             stddev=nan,
+            variance=nan,
             q1=nan,
             q3=nan,
             iqr=nan,
@@ -150,6 +155,42 @@ def _count_below(lo: np.ndarray, hi: np.ndarray, cnt: np.ndarray, t: int) -> tup
     return sure + float((part * share).sum()), sure, sure + int(part.sum())
 
 
+def _buckets(hist: Histogram, minimum: int, maximum: int) -> tuple[np.ndarray, ...]:
+    """(lower, upper, count) of the non-empty buckets, the overflow as a last bucket up to
+    MAXIMUM (from ``overflow_at``, else from above the highest bucket)."""
+    keep = hist.count > 0
+    lower, upper, cnt = hist.lower[keep], hist.upper[keep], hist.count[keep]
+    if hist.overflow:
+        top = int(upper.max()) + 1 if upper.size else minimum
+        if hist.overflow_at is not None:
+            top = max(top, hist.overflow_at)
+        ovf_lo = min(max(top, minimum), maximum)
+        lower = np.append(lower, ovf_lo)
+        upper = np.append(upper, maximum)
+        cnt = np.append(cnt, hist.overflow)
+    return lower, upper, cnt
+
+
+def narrowed_ranges(hist: Histogram, minimum: int, maximum: int) -> tuple[np.ndarray, ...]:
+    """(lo, hi, count) of the non-empty buckets, each range narrowed to [MINIMUM, MAXIMUM]
+    (the first extended down to the minimum, the last up to the maximum): the ranges
+    `stats_from_histogram` bounds its errors with."""
+    lower, upper, cnt = _buckets(hist, int(minimum), int(maximum))
+    lo = np.clip(lower, minimum, maximum)
+    hi = np.clip(upper, minimum, maximum)
+    lo[0] = minimum
+    hi[-1] = maximum
+    return lo, hi, cnt
+
+
+def count_above(hist: Histogram, minimum: int, maximum: int, t: int) -> tuple[float, int, int]:
+    """Samples of HIST above T: (proportional estimate, lower bound, upper bound)."""
+    if hist.total == 0:
+        return 0.0, 0, 0
+    lo, hi, cnt = narrowed_ranges(hist, minimum, maximum)
+    return _count_above(lo, hi, cnt, int(t))
+
+
 def stats_from_histogram(
     hist: Histogram,
     *,
@@ -183,20 +224,8 @@ def stats_from_histogram(
     if n == 0:
         return CaseStats.empty(overruns=overruns, deadline_ns=deadline_ns)
     minimum, maximum = int(minimum), int(maximum)
-    keep = hist.count > 0
-    lower, upper, cnt = hist.lower[keep], hist.upper[keep], hist.count[keep]
-    if hist.overflow:
-        top = int(upper.max()) + 1 if upper.size else minimum
-        if hist.overflow_at is not None:
-            top = max(top, hist.overflow_at)
-        ovf_lo = min(max(top, minimum), maximum)
-        lower = np.append(lower, ovf_lo)
-        upper = np.append(upper, maximum)
-        cnt = np.append(cnt, hist.overflow)
-    lo = np.clip(lower, minimum, maximum)
-    hi = np.clip(upper, minimum, maximum)
-    lo[0] = minimum
-    hi[-1] = maximum
+    lower, upper, cnt = _buckets(hist, minimum, maximum)
+    lo, hi = narrowed_ranges(hist, minimum, maximum)[:2]
     mid = np.clip(lower + (upper - lower) // 2, minimum, maximum)
     cum = np.cumsum(cnt)
 
@@ -265,12 +294,14 @@ def stats_from_histogram(
         mean=_nan(mean),
         median=values["median"],
         p90=values["p90"],
+        p95=values["p95"],
         p99=values["p99"],
         p999=values["p999"],
         p9999=values["p9999"],
         max=maximum,
         jitter=maximum - minimum,
         stddev=_nan(stddev),
+        variance=_nan(stddev) ** 2,
         q1=q1,
         q3=q3,
         iqr=q3 - q1,

@@ -12,7 +12,7 @@ from rtlab.cli._common import DURATION, print_json, results_option, store_from, 
 from rtlab.errors import UserError
 from rtlab.ingest._text import display_name
 from rtlab.ingest.probe import ProbeDocument, read_probe
-from rtlab.records import MAX_DEADLINE_NS, CaseRecord, SeriesRecord, new_manifest
+from rtlab.records import MAX_DEADLINE_NS, CaseRecord, SeriesRecord, check_label, new_manifest
 from rtlab.system import audit_system, load_snapshot
 
 
@@ -36,6 +36,7 @@ from rtlab.system import audit_system, load_snapshot
     type=DURATION,
     help="the experiment's deadline (default: the documents' own --deadline, when they agree)",
 )
+@click.option("--label", metavar="NAME", help="name the setup in every table and figure")
 @click.option("--json", "as_json", is_flag=True, help='JSON on stdout: {"id", "path", "cases"}')
 @results_option
 def probe_cmd(
@@ -45,6 +46,7 @@ def probe_cmd(
     sysinfo: str | None,
     this_system: bool,
     deadline: int | None,
+    label: str | None,
     as_json: bool,
     results_dir: str,
 ) -> None:
@@ -57,6 +59,7 @@ def probe_cmd(
     """
     if sysinfo and this_system:
         raise click.UsageError("--sysinfo and --this-system exclude each other")
+    label = None if label is None else check_label(label)
     store = store_from(results_dir)
     imported = [read_probe(Path(f)) for f in files]
     for p in imported:
@@ -92,6 +95,7 @@ def probe_cmd(
         series=[SeriesRecord(s, "", ["file"]) for s in order],
         cases=cases,
     )
+    manifest.label = label
     rec = store.create(
         manifest,
         f"# imported\n# {json.dumps(names)}\n",

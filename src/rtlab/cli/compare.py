@@ -15,6 +15,7 @@ from rtlab.analysis import (
     Metric,
     metrics,
     p_text,
+    parse_below,
     parse_fail_if,
 )
 from rtlab.cli._common import (
@@ -35,19 +36,28 @@ from rtlab.errors import UserError
 from rtlab.results import compare_records, meter_tables, mixed_virtualization
 from rtlab.store import ExperimentRecord
 from rtlab.system import virt_label
+from rtlab.units import format_ns
 
 # Per meter: its view and, per row both sides have, (row key, the pair of rows).
 MeterPairs = dict[str, tuple[MeterView, list[tuple[tuple[Any, ...], dict[str, Any]]]]]
 
 
-def _metric_list(text: str) -> list[Metric]:
+def _metric_list(text: str) -> tuple[list[Metric], list[int]]:
+    """The statistics of --metrics, and the bounds of its below:B entries."""
+    names, bounds = [], []
     try:
-        wanted = metrics(text)
+        for part in text.split(","):
+            bound = parse_below(part)
+            if bound is not None:
+                bounds.append(bound)
+            elif part.strip():
+                names.append(part)
+        wanted = metrics(names)
     except UserError as e:
         raise click.BadParameter(str(e), param_hint="--metrics") from None
-    if not wanted:
+    if not wanted and not bounds:
         raise click.BadParameter("no metric given", param_hint="--metrics")
-    return wanted
+    return wanted, bounds
 
 
 @click.command()
@@ -92,12 +102,12 @@ def compare(
     check_exclusive(as_json, as_csv)
     if len(experiment_ids) < 2:
         raise click.UsageError("compare needs at least two experiments")
-    wanted = _metric_list(metric_names)
+    wanted, bounds = _metric_list(metric_names)
     p, rate = resolve(pwcet, pwcet_rate)
     thresholds = [parse_fail_if(expr, rate) for expr in fail_if]
     store = store_from(results_dir)
     recs = [store.open(i) for i in experiment_ids]
-    comp = compare_records(recs, deadline, thresholds, () if p is None else (p,))
+    comp = compare_records(recs, deadline, thresholds, () if p is None else (p,), bounds)
     meters = _meter_pairs(recs, deadline, comp)
     mixed = mixed_virtualization(recs)
     failures = [] if mixed else comp.failures
@@ -130,6 +140,9 @@ def compare(
                 item[f"{m.key}_baseline"] = getattr(r.baseline_stats, m.key)
                 item[f"{m.key}_other"] = getattr(r.other_stats, m.key)
                 item[f"{m.key}_ratio"] = r.ratios.get(m.key)
+            for bound, shares in r.shares.items():
+                for side, share in zip(("baseline", "other"), shares, strict=True):
+                    item[f"below_{bound}ns_{side}"] = _nan_none(share.value)
             item["p_value"] = r.rank_test.pvalue if r.rank_test else None
             if p is not None:
                 for side, e in zip(("baseline", "other"), r.pwcet[p], strict=True):
@@ -141,6 +154,7 @@ def compare(
         cols = (
             ["series", "case", "baseline", "other"]
             + [f"{m.key}_{s}" for m in wanted for s in ("baseline", "other", "ratio")]
+            + [f"below_{b}ns_{s}" for b in bounds for s in ("baseline", "other")]
             + ["p_value"]
         )
         if p is not None:
@@ -148,7 +162,7 @@ def compare(
                      for v in ("ns", "lo_ns", "hi_ns", "refused")]  # fmt: skip
         print_csv(flat, cols)
     else:
-        _print_tables(comp, wanted)
+        _print_tables(comp, wanted, bounds)
         _print_meters(meters)
         if p is not None:
             _print_pwcet(comp, p, rate)
@@ -167,7 +181,11 @@ def _ratio_cell(ratio: float | None) -> str:
     return "-" if ratio is None or not math.isfinite(ratio) else f"{ratio:.2f}x"
 
 
-def _print_tables(comp: Comparison, wanted: list[Metric]) -> None:
+def _nan_none(v: float) -> float | None:
+    return None if math.isnan(v) else v
+
+
+def _print_tables(comp: Comparison, wanted: list[Metric], bounds: Sequence[int] = ()) -> None:
     out = console()
     for i, side in enumerate(comp.sides):
         out.print(line(f"{'ABCDEFGHIJ'[i] if i < 10 else i}: {side.id}  ", (side.setup, "bold")))
@@ -180,16 +198,21 @@ def _print_tables(comp: Comparison, wanted: list[Metric]) -> None:
             headers = ["case"]
             for m in wanted:
                 headers += [f"{m.label} A", f"{m.label} B", "B/A"]
+            for b in bounds:
+                headers += [f"≤ {format_ns(b)} A", f"≤ {format_ns(b)} B"]
             headers.append("p (rank)")
             table = []
             for r in srows:
                 cells = [r.label]
                 for m in wanted:
                     cells += [
-                        fmt(getattr(r.baseline_stats, m.key), m.duration),
-                        fmt(getattr(r.other_stats, m.key), m.duration),
+                        m.text(getattr(r.baseline_stats, m.key)),
+                        m.text(getattr(r.other_stats, m.key)),
                         _ratio_cell(r.ratios.get(m.key)),
                     ]
+                for b in bounds:
+                    pair = r.shares.get(b)
+                    cells += [s.text() for s in pair] if pair else ["-", "-"]
                 cells.append(f"{r.rank_test.pvalue:.2g}" if r.rank_test else "-")
                 table.append(cells)
             out.print(rich_table(f"{name}: B = {side.id}", headers, table))

@@ -12,7 +12,7 @@ import click
 from rtlab.cli._common import print_json, results_option, store_from, visible
 from rtlab.cli._import_probe import probe_cmd
 from rtlab.ingest import read_cyclictest, read_rtla
-from rtlab.records import CaseRecord, SeriesRecord, new_manifest
+from rtlab.records import CaseRecord, SeriesRecord, check_label, new_manifest
 from rtlab.resultdoc import check_document
 from rtlab.system import collect_fingerprint
 
@@ -24,6 +24,11 @@ def import_group() -> None:
 
 
 import_group.add_command(probe_cmd)
+
+
+LABEL_OPTION = click.option(
+    "--label", metavar="NAME", help="name the setup in every table and figure"
+)
 
 
 def _import_options(tool: str) -> Callable:
@@ -39,6 +44,7 @@ def _import_options(tool: str) -> Callable:
                 click.option(
                     "--series", default=tool, show_default=True, help="series name of the cases"
                 ),
+                LABEL_OPTION,
                 click.option(
                     "--this-system",
                     is_flag=True,
@@ -87,12 +93,15 @@ def _store_import(
     files: tuple[str, ...],
     name: str,
     series: str,
+    label: str | None,
     this_system: bool,
     as_json: bool,
     results_dir: str,
 ) -> None:
     """Read and check every file, then store them as one experiment, one case per file."""
     store = store_from(results_dir)
+    if label is not None:
+        check_label(label)  # before anything is read
     docs = [read(Path(f)) for f in files]
     for f, doc in zip(files, docs, strict=True):
         check_document(doc, f)
@@ -104,6 +113,7 @@ def _store_import(
         series=[SeriesRecord(series, "", ["file"])],
         cases=[CaseRecord(i, series, n, {"file": n}) for i, n in enumerate(names)],
     )
+    manifest.label = None if label is None else check_label(label)
     system = collect_fingerprint() if this_system else {"schema": 1, "imported": True}
     rec = store.create(
         manifest,

@@ -40,14 +40,16 @@ def list_cmd(results_dir: str, as_json: bool, as_csv: bool) -> None:
     elif not rows:
         click.echo(f"no experiments in {visible(results_dir)}/")
     else:
+        labelled = any(r.get("label") for r in rows)
         console().print(
             rich_table(
                 None,
-                ["id", "name", "cases", "kernel", "preempt", "created"],
+                ["id", "name", *(["label"] * labelled), "cases", "kernel", "preempt", "created"],
                 [
                     [
                         r["id"],
                         r["name"] or "",
+                        *([r.get("label") or "-"] if labelled else []),
                         f"{r['done']}/{r['cases']}" + ("" if r["complete"] else " (incomplete)"),
                         r["kernel"] or "-",
                         r["preempt"] or "-",

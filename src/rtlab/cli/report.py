@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from rtlab.analysis import parse_pivot
 from rtlab.cli._common import (
     DURATION,
     EXIT_CONDITIONS,
@@ -71,6 +72,18 @@ def default_path(recs: list[ExperimentRecord], results_dir: str) -> Path:
     help="numbers of fork-copy load processes of the avg/max/jitter tables",
 )
 @click.option("--loads", "old_levels", hidden=True)
+@click.option(
+    "--pivot",
+    "pivots",
+    multiple=True,
+    metavar="ROWS:COLS[:STAT]",
+    help="a pivot table, e.g. setup:load:p99 (repeatable) [default: chosen from what is swept]",
+)
+@click.option(
+    "--overlay",
+    metavar="ID",
+    help="overlay ID's exceedance curves on the first experiment's [default: with two]",
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON on stdout: the files written")
 @pwcet_options
 @results_option
@@ -80,6 +93,8 @@ def report(
     deadline: int | None,
     levels: str,
     old_levels: str | None,
+    pivots: tuple[str, ...],
+    overlay: str | None,
     as_json: bool,
     pwcet: str | None,
     pwcet_rate: str,
@@ -89,8 +104,11 @@ def report(
     id of a farm run (`rtlab farm run`) stands for its boards' experiments.
 
     Verdict against the deadline, system and parameters, box plots against load,
-    histograms, exceedance and latency-over-time plots, tables (each also as a CSV
-    file beside the HTML), comparison and audit findings. One file, no network needed.
+    histograms, exceedance and latency-over-time plots, pivot tables (--pivot
+    ROWS:COLS[:STAT], repeatable; by default chosen from what the experiments sweep) with
+    bars of the worst case and p99, the before/after overlay of two experiments, tables
+    (each also as a CSV file beside the HTML), comparison and audit findings. One file,
+    no network needed.
     With a deadline (--deadline, or each experiment's own) the exit status is 1 when
     any case's maximum exceeds it; it is 6 (CONDITIONS NOT MET) when a case did not run
     in the conditions it asked for (policy, CPUs, locked memory, DMA latency).
@@ -98,6 +116,7 @@ def report(
     from rtlab.report import write_report
 
     load_levels = parse_loads(old_levels or levels)
+    specs = [parse_pivot(t) for t in pivots]
     pwcet_p, rate = resolve(pwcet, pwcet_rate)
     store = store_from(results_dir)
     recs, farm = open_experiments(store, list(experiment_ids))  # a farm run: its boards
@@ -108,7 +127,14 @@ def report(
     else:
         path = farm.path / "report.html" if farm else default_path(recs, results_dir)
     result = write_report(
-        recs, path, deadline_ns=deadline, loads=load_levels, pwcet_p=pwcet_p, rate_hz=rate
+        recs,
+        path,
+        deadline_ns=deadline,
+        loads=load_levels,
+        pwcet_p=pwcet_p,
+        rate_hz=rate,
+        pivots=specs or None,
+        overlay=overlay,
     )
     status, lines, judged, withheld = 0, [], False, []
     mixed = mixed_virtualization(recs)

@@ -31,7 +31,7 @@ from rtlab.errors import UserError
 from rtlab.experiment import Experiment, preset_names
 from rtlab.measure import Measured, Settings, measure, plan, resume
 from rtlab.probecall import probe_argv
-from rtlab.records import CaseRecord
+from rtlab.records import CaseRecord, check_label
 from rtlab.results import effective_deadline, experiment_conditions, stats_rows
 from rtlab.runner import Display
 from rtlab.store import ExperimentRecord, Store
@@ -170,6 +170,11 @@ class PlainDisplay(Display):
     metavar="[NAME]",
     help="measure in `rtlab partition` NAME (default rt): every case on its real-time CPUs",
 )
+@click.option(
+    "--label",
+    metavar="NAME",
+    help="name the setup in every table and figure (default: what differs between setups)",
+)
 @target_options
 @results_option
 @click.option("--out", "out_dir", hidden=True, type=click.Path(file_okay=False))
@@ -188,6 +193,7 @@ def run(
     resume_id: str | None,
     tuned: bool,
     partition: str | None,
+    label: str | None,
     target: str | None,
     targets_path: str | None,
     accept_new_host_key: bool,
@@ -215,6 +221,8 @@ def run(
             raise click.UsageError("--tuned applies to a new run, not to --resume")
         if partition:
             raise click.UsageError("--partition: resumed cases keep the partition they had")
+        if label is not None:
+            raise click.UsageError("--label names a new run, not --resume")
         rec = store.open(resume_id)
         if rec.complete:
             click.echo(f"{visible(rec.id)} is already complete", err=True)
@@ -236,7 +244,15 @@ def run(
             return click.get_current_context().invoke(
                 throughput_cmd, scale=scale, results_dir=out_dir or results_dir, as_json=as_json
             )
-        settings = Settings(scale, deadline, explain, raw, tuned, partition)
+        settings = Settings(
+            scale,
+            deadline,
+            explain,
+            raw,
+            tuned,
+            partition,
+            None if label is None else check_label(label),
+        )
         where = open_target(target, targets_path, accept_new_host_key, farm_id)
         exp = plan(experiment, where, settings, _say)
         if check_only:

@@ -15,8 +15,11 @@ from rtlab.analysis import (
     TABLE_COUNTS,
     TABLE_METRICS,
     Estimate,
+    PivotSpec,
     conditions_summary,
     irq_label,
+    parse_pivot,
+    pivot,
     production,
     production_row,
 )
@@ -24,7 +27,6 @@ from rtlab.cli._common import (
     DURATION,
     check_exclusive,
     console,
-    fmt,
     line,
     output_options,
     print_csv,
@@ -46,15 +48,19 @@ from rtlab.cli._pwcet import (
     title,
     to_json,
 )
+from rtlab.errors import UserError
 from rtlab.results import (
     CaseConditions,
     all_case_stats,
     by_series,
+    case_below,
     case_tail,
     effective_deadline,
     experiment_conditions,
     meter_tables,
+    pivot_cases,
     setup_label,
+    setup_labels,
     stats_rows,
 )
 from rtlab.store import ExperimentRecord
@@ -63,35 +69,67 @@ from rtlab.units import format_ns
 CSV_COLUMNS = ["experiment", "series", "case", "label", *EXPORT_METRICS, "deadline_ns"]
 #: Kernel messages of a case printed (all of them in --json).
 SHOWN_MESSAGES = 5
-SHOWN = [METRICS[k] for k in (*TABLE_METRICS, *TABLE_COUNTS)]
+SHOWN = [METRICS[k] for k in (*TABLE_METRICS, "variance", *TABLE_COUNTS)]
 
 
 @click.command()
-@click.argument("experiment_id")
+@click.argument("experiment_ids", nargs=-1, required=True)
 @click.option(
     "--deadline", type=DURATION, help="count samples above this, e.g. 100us; exit 1 if exceeded"
+)
+@click.option(
+    "--below",
+    "bounds",
+    type=DURATION,
+    multiple=True,
+    metavar="B",
+    help="add the share of samples at or below B, e.g. 100us (repeatable)",
+)
+@click.option(
+    "--pivot",
+    "pivots",
+    multiple=True,
+    metavar="ROWS:COLS[:STAT]",
+    help="a case key on rows, one on columns, a statistic in the cells, e.g. setup:load:p99 "
+    "(repeatable; see docs/reports.md)",
 )
 @pwcet_options
 @results_option
 @output_options
 def show(
-    experiment_id: str,
+    experiment_ids: tuple[str, ...],
     deadline: int | None,
+    bounds: tuple[int, ...],
+    pivots: tuple[str, ...],
     pwcet: str | None,
     pwcet_rate: str,
     results_dir: str,
     as_json: bool,
     as_csv: bool,
 ) -> int:
-    """Statistics of EXPERIMENT_ID: a table per series, one row per swept value.
+    """Statistics of EXPERIMENT_IDS: a table per series, one row per swept value.
 
     With a deadline (--deadline, or the experiment's own) the verdict is FAIL, and the
     exit status 1, when any case's maximum exceeds it. With --pwcet P, each case's
-    latency exceeded with probability P per activation, or why it has none.
+    latency exceeded with probability P per activation, or why it has none. With
+    --pivot ROWS:COLS[:STAT], a table of STAT (default max) with one case key on rows
+    and one on columns over every experiment given, e.g. setup:load:p99 or
+    policy:load:below:100us; several experiments need --pivot.
     """
     check_exclusive(as_json, as_csv)
     p, rate = resolve(pwcet, pwcet_rate)
-    rec = store_from(results_dir).open(experiment_id)
+    specs = [parse_pivot(t) for t in pivots]
+    if len(experiment_ids) > 1 and not specs:
+        raise UserError("several experiments are shown side by side with --pivot ROWS:COLS")
+    if as_csv and len(specs) > 1:
+        raise UserError("--csv prints one table: give one --pivot")
+    store = store_from(results_dir)
+    if specs:
+        recs = [store.open(i) for i in experiment_ids]
+        if len({r.id for r in recs}) < len(recs):
+            raise UserError("an experiment is named twice")
+        return _show_pivots(recs, specs, deadline, as_json, as_csv)
+    rec = store.open(experiment_ids[0])
     stats = all_case_stats(rec, deadline)
     rows = stats_rows(rec, deadline, stats)
     estimates: dict[int, Estimate] = {}
@@ -102,6 +140,15 @@ def show(
             estimates[row["index"]] = est
             row["pwcet"] = to_json(est, rate)
             row.update(csv_fields(est))
+    below_columns = [f"below_{b}ns" for b in bounds]
+    shown_shares: dict[tuple[int, str], str] = {}
+    if bounds:
+        cases = {c.index: c for c in rec.done_cases}
+        for row in rows:
+            for b, col in zip(bounds, below_columns, strict=True):
+                share = case_below(rec, cases[row["index"]], b)
+                row[col] = None if math.isnan(share.value) else share.value
+                shown_shares[(row["index"], col)] = share.text()
     dl = effective_deadline(rec, deadline)
     virt = rec.manifest.virtualization
     conditions = experiment_conditions(rec)
@@ -131,7 +178,7 @@ def show(
         )
         return status
     if as_csv:
-        print_csv(rows, CSV_COLUMNS + (CSV_FIELDS if p is not None else []))
+        print_csv(rows, CSV_COLUMNS + below_columns + (CSV_FIELDS if p is not None else []))
         return status
     out = console()
     pending = sum(not c.done for c in rec.cases)
@@ -152,7 +199,13 @@ def show(
         headers = [", ".join(swept) or "case"] + [m.label for m in SHOWN]
         if dl is not None:
             headers[-1] = f"> {format_ns(dl)}"
-        table_rows = [[r["label"]] + [fmt(r.get(m.key), m.duration) for m in SHOWN] for r in srows]
+        headers += [f"≤ {format_ns(b)}" for b in bounds]
+        table_rows = [
+            [r["label"]]
+            + [m.text(r.get(m.key)) for m in SHOWN]
+            + [shown_shares[(r["index"], c)] for c in below_columns]
+            for r in srows
+        ]
         out.print(rich_table(series, headers, table_rows))
     print_views(out, views)
     if p is not None:
@@ -174,6 +227,43 @@ def show(
     if verdict_line is not None:
         out.print(verdict_line)
     return status
+
+
+def _show_pivots(
+    recs: list[ExperimentRecord],
+    specs: list[PivotSpec],
+    deadline: int | None,
+    as_json: bool,
+    as_csv: bool,
+) -> int:
+    cases = pivot_cases(recs, deadline)
+    tables = [pivot(cases, spec) for spec in specs]
+    if as_json:
+        setups = setup_labels(recs)
+        print_json(
+            {
+                "experiments": [
+                    {"id": r.id, "setup": s, "label": r.manifest.label}
+                    for r, s in zip(recs, setups, strict=True)
+                ],
+                "pivots": [t.to_json() for t in tables],
+            }
+        )
+        return 0
+    if as_csv:
+        print_csv(tables[0].csv_rows(), tables[0].csv_columns())
+        return 0
+    out = console()
+    for t in tables:
+        headers = [" + ".join(t.spec.rows)] + [t.label(c) for c in t.col_labels]
+        rows = [
+            [t.label(r)] + [t.text(t.cell(i, j)) for j in range(len(t.col_labels))]
+            for i, r in enumerate(t.row_labels)
+        ]
+        out.print(rich_table(t.spec.title, headers, rows))
+        if any(not c.exact for c in t.cells.values()):
+            out.print("from histograms: percentiles within ±0.4 %; ≈ marks an estimated share")
+    return 0
 
 
 def _print_conditions(out: Console, conditions: list[CaseConditions]) -> None:

@@ -296,7 +296,7 @@ def collect(
     ``pwcet_p``, or a deadline in effect and raw samples in some case of the experiment,
     each case's tail is fitted (pWCET) for the verdict and the exceedance plot.
     """
-    labels = setup_labels(recs) if len(recs) > 1 else [recs[0].id] if recs else []
+    labels = setup_labels(recs) if len(recs) > 1 else [r.manifest.label or r.id for r in recs]
     out = []
     for rec, label in zip(recs, labels, strict=True):
         dl = effective_deadline(rec, deadline_ns)

@@ -12,10 +12,15 @@ from typing import Any
 
 from rtlab import __version__
 from rtlab._output import csv_text
+from rtlab.analysis import PivotSpec
 from rtlab.errors import UserError
 from rtlab.report import _conditions, _production, _pwcet
 from rtlab.report._comparison import comparison_tables
 from rtlab.report._data import ExperimentData, collect
+from rtlab.report._layoutplots import bar_plot, box_plots_per_setup, overlay_plot
+from rtlab.report._layouts import INTRO as LAYOUTS_INTRO
+from rtlab.report._layouts import TITLE as LAYOUTS_TITLE
+from rtlab.report._layouts import build_pivots, pivot_table
 from rtlab.report._spikes import TITLE as SPIKES_TITLE
 from rtlab.report._spikes import spike_parts
 from rtlab.report._tables import (
@@ -188,7 +193,50 @@ def _experiments_summary(exps: list[ExperimentData]) -> list[dict[str, Any]]:
     return out
 
 
-def build_sections(exps: list[ExperimentData], loads: Sequence[int]) -> list[Section]:
+def _layout_section(
+    exps: list[ExperimentData], pivots: Sequence[PivotSpec] | None, overlay: str | None
+) -> Section | None:
+    """Pivot tables, the bars they lay out and the before/after overlay (two experiments,
+    or the first against OVERLAY)."""
+    tables = build_pivots(exps, pivots)
+    plots: list[tuple[str, Plot]] = []
+    bars = bar_plot(tables) if pivots or len(exps) > 1 else None  # per setup, or asked
+    if bars is not None:
+        plots.append(("fig-bars", bars))
+    pair = _overlay_pair(exps, overlay)
+    if pair is not None:
+        drawn = overlay_plot(*pair)
+        if drawn is not None:
+            plots.append(("fig-overlay", drawn))
+    if not tables and not plots:
+        return None
+    return Section(
+        "layouts",
+        LAYOUTS_TITLE,
+        LAYOUTS_INTRO,
+        _svg_figures(plots),
+        [pivot_table(p, i) for i, p in enumerate(tables)],
+        tables_first=True,
+    )
+
+
+def _overlay_pair(
+    exps: list[ExperimentData], overlay: str | None
+) -> tuple[ExperimentData, ExperimentData] | None:
+    if overlay is None:
+        return (exps[0], exps[1]) if len(exps) == 2 else None
+    found = next((e for e in exps[1:] if e.id == overlay), None)
+    if found is None:
+        raise UserError(f"--overlay {overlay}: not one of the experiments after the first")
+    return exps[0], found
+
+
+def build_sections(
+    exps: list[ExperimentData],
+    loads: Sequence[int],
+    pivots: Sequence[PivotSpec] | None = None,
+    overlay: str | None = None,
+) -> list[Section]:
     names: list[str] = []
     for e in exps:
         names += [s.name for s in e.series if s.cases and s.name not in names]
@@ -212,14 +260,21 @@ def build_sections(exps: list[ExperimentData], loads: Sequence[int]) -> list[Sec
             tables=[fingerprint_table(exps), parameters_table(exps)],
         )
     )
+    layouts = _layout_section(exps, pivots, overlay)
+    if layouts is not None:
+        secs.append(layouts)
     if names:
+        boxes = [("fig-box", box_plot(exps))]
+        if len(exps) > 1:  # and one figure per setup, to read each kernel on its own
+            boxes += [(f"fig-box-{i}", p) for i, (_, p) in enumerate(box_plots_per_setup(exps))]
         secs.append(
             Section(
                 "box",
                 "Latency against load",
                 "Tukey box plots per series: quartile box, median line, whiskers at the most "
-                "extreme sample within 1.5 IQR, outliers as dots; log scale.",
-                _svg_figures([("fig-box", box_plot(exps))]),
+                "extreme sample within 1.5 IQR, outliers as dots; log scale. With several "
+                "setups, all side by side, then one figure per setup.",
+                _svg_figures(boxes),
             )
         )
         hist = [
@@ -338,12 +393,16 @@ def write_report(
     loads: Sequence[int] = DEFAULT_LOADS,
     pwcet_p: float | None = None,
     rate_hz: float | None = None,
+    pivots: Sequence[PivotSpec] | None = None,
+    overlay: str | None = None,
 ) -> Report:
     """Write the HTML report of RECORDS to PATH and every table as PATH-stem.NAME.csv.
 
     ``deadline_ns`` None uses each experiment's own deadline. With a deadline or
     ``pwcet_p``, cases with raw samples get a pWCET fit: P(latency > deadline) in the
     verdict, the fitted tail in the exceedance plot (down to ``pwcet_p``, default 1e-9).
+    PIVOTS are the pivot tables asked for (None: the defaults for what is swept); OVERLAY
+    the id of the experiment overlaid on the first (default: the second of two).
     All files appear together (written to temporary names first, then renamed); on error
     none is left behind.
     """
@@ -365,7 +424,7 @@ def write_report(
             **({} if rate_hz is None else {"rate_hz": rate_hz}),
         )
     )
-    sections = build_sections(exps, loads)  # type: ignore[arg-type]
+    sections = build_sections(exps, loads, pivots, overlay)  # type: ignore[arg-type]
     tables = [t for s in sections for t in s.tables]
     csv_names = {t.name: f"{path.stem}.{t.name}.csv" for t in tables}
     files = {path: render_html(exps, sections, csv_names)}  # type: ignore[arg-type]

@@ -71,6 +71,70 @@ def _virtualization(f: dict[str, Any]) -> str | None:
 
 UNTUNED = "untuned"
 
+#: Boot parameters that name setups by their difference (e.g. `threadirqs` on one only): the
+#: real-time ones the audit records (_facts.RT_PARAMS) except those named by a fact above.
+NAMED_BY_FACT = {"isolcpus", "nohz_full", "rcu_nocbs", "preempt"}
+#: Sysctls of the audit's facts: (fact, sysctl name); a setup differing by one is named
+#: "kernel.sched_rt_runtime_us=900000".
+SYSCTL_FACTS = (
+    ("sched_rt_runtime_us", "kernel.sched_rt_runtime_us"),
+    ("sched_rt_period_us", "kernel.sched_rt_period_us"),
+    ("timer_migration", "kernel.timer_migration"),
+    ("numa_balancing", "kernel.numa_balancing"),
+    ("watchdog", "kernel.watchdog"),
+    ("nmi_watchdog", "kernel.nmi_watchdog"),
+    ("stat_interval_s", "vm.stat_interval"),
+    ("dirty_writeback_centisecs", "vm.dirty_writeback_centisecs"),
+)
+
+
+def _boot_flags(f: dict[str, Any]) -> set[str] | None:
+    """The real-time boot parameters as "name" or "name=value"; None when not recorded."""
+    from rtlab.system._cmdline import split_cmdline
+    from rtlab.system._facts import RT_PARAMS
+
+    params = f.get("rt_params")
+    if isinstance(params, dict):
+        pairs = [(k, v) for k, v in params.items() if isinstance(v, str)]
+    elif isinstance(f.get("cmdline"), str):
+        pairs = [(k, v) for k, v in split_cmdline(f["cmdline"]) if k in RT_PARAMS]
+    else:
+        return None
+    return {k if not v else f"{k}={v}" for k, v in pairs if k not in NAMED_BY_FACT}
+
+
+def _debug(f: dict[str, Any]) -> set[str] | None:
+    opts = f.get("debug_options")
+    if not isinstance(opts, list):
+        return None
+    return {o for o in opts if isinstance(o, str)}
+
+
+def _differences(
+    facts: list[dict[str, Any]], read: Callable[[dict[str, Any]], set[str] | None]
+) -> list[list[str]]:
+    """Per setup, what it has that not every other has, and "no X" for what the others
+    have and it lacks; nothing when a setup did not record them."""
+    sets = [read(f) for f in facts]
+    out: list[list[str]] = [[] for _ in facts]
+    if any(s is None for s in sets) or len(facts) < 2:
+        return out
+    known = [s for s in sets if s is not None]
+    common = set.intersection(*known)
+    every = set.union(*known)
+    if common == every:
+        return out
+    for i, s in enumerate(known):
+        mine = {x.partition("=")[0] for x in s}  # "mitigations=off" against "=auto": no "no"
+        lacks = {x.partition("=")[0] for x in every - s} - mine
+        out[i] = sorted(s - common) + [f"no {x}" for x in sorted(lacks)]
+    return out
+
+
+def _sysctl(fact: str, name: str) -> Callable[[dict[str, Any]], str | None]:
+    return _plain(fact, name + "={}")
+
+
 # Facts that name a setup when they differ between experiments, in label order.
 SETUP_FACTS: list[tuple[str, Callable[[dict[str, Any]], str | None]]] = [
     ("preempt_model", _preempt),
@@ -84,7 +148,12 @@ SETUP_FACTS: list[tuple[str, Callable[[dict[str, Any]], str | None]]] = [
     ("tuning", lambda f: f.get("tuning") or UNTUNED),  # `rtlab run --tuned`
     ("virtualization", _virtualization),  # bare, kvm, tcg, another hypervisor
 ]
-# Used only when the facts above do not tell the setups apart.
+# Used only when the facts above do not tell the setups apart, with the boot flags and
+# debug options that differ, before the release and host name.
+SECOND_FACTS: list[tuple[str, Callable[[dict[str, Any]], str | None]]] = [
+    (fact, _sysctl(fact, name)) for fact, name in SYSCTL_FACTS
+]
+# Used only when none of the above tell the setups apart.
 FALLBACK_FACTS: list[tuple[str, Callable[[dict[str, Any]], str | None]]] = [
     ("kernel_release", _plain("kernel_release")),
     ("hostname", _plain("hostname")),
@@ -92,7 +161,7 @@ FALLBACK_FACTS: list[tuple[str, Callable[[dict[str, Any]], str | None]]] = [
 
 
 # Facts that name setups only when every side has them ("unknown" differs from nothing).
-KNOWN_ON_ALL = {"virtualization"}
+KNOWN_ON_ALL = {"virtualization", *(fact for fact, _ in SYSCTL_FACTS)}
 
 
 def _parts(facts: list[dict[str, Any]], table: list) -> list[list[str]]:
@@ -112,6 +181,14 @@ def setup_names(facts: list[dict[str, Any]], ids: list[str]) -> list[str]:
     """One name per setup from what differs, e.g. "PREEMPT_RT · HZ=1000 · isolcpus=3"."""
     parts = _parts(facts, SETUP_FACTS)
     names = [" · ".join(p) for p in parts]
+    if len(set(names)) < len(names) or not all(names):
+        # setups alike but for a sysctl, a boot flag such as threadirqs or a debug option
+        more = _parts(facts, SECOND_FACTS)
+        for read in (_boot_flags, _debug):
+            for m, diff in zip(more, _differences(facts, read), strict=True):
+                m.extend(diff)
+        parts = [p + m for p, m in zip(parts, more, strict=True)]
+        names = [" · ".join(p) for p in parts]
     if len(set(names)) < len(names) or not all(names):
         extra = _parts(facts, FALLBACK_FACTS)
         names = [" · ".join(p + e) for p, e in zip(parts, extra, strict=True)]

@@ -183,6 +183,7 @@ def farm_rows(store: Store) -> list[dict[str, Any]]:
                 "kernel": None,
                 "preempt": None,
                 "source": f"farm:{farm.source}",
+                "label": None,
             }
         )
     return rows
