@@ -51,6 +51,10 @@ def document(x: np.ndarray, policy: str, loads: int, host: str) -> dict:
     secs = [x[i : i + per] for i in range(0, x.size, per)]
     worst = np.argsort(x, kind="stable")[::-1][:16]
     name, _, prio = policy.partition(":")
+    nice = int(prio or 0) if name in ("other", "batch", "idle") else 0  # other:NICE
+    prio = "0" if nice or name in ("other", "batch", "idle") else prio
+    if name in ("other", "batch"):
+        policy = f"{name}:{nice}"  # the probe's canonical text
     return {
         "schema": 3,
         "tool": "rtlab-probe",
@@ -74,7 +78,7 @@ def document(x: np.ndarray, policy: str, loads: int, host: str) -> dict:
                 "cpu": None,
                 "tid": 0,
                 "period_ns": INTERVAL_NS,
-                "policy": {"name": name, "priority": int(prio or 0), "nice": 0},
+                "policy": {"name": name, "priority": int(prio or 0), "nice": nice},
                 "count": int(x.size),
                 "min_ns": int(x.min()),
                 "max_ns": int(x.max()),

@@ -133,7 +133,7 @@ def test_default_pivots_of_the_report(rtlab, results, tmp_path):
     ):
         html = tmp_path / f"{ids[0]}.html"
         rc, out, err = rtlab("report", *ids, "-o", str(html), "--json", "--results", str(results))
-        assert rc in (0, 6), err  # 6: the synthetic documents record no conditions met
+        assert rc == 0, err
         csvs = [Path(p).name for p in json.loads(out)["csv"]]
         assert f"{ids[0]}.pivot-0-{name}-max.csv" in csvs
         assert f"{ids[0]}.pivot-1-{name}-p99.csv" in csvs

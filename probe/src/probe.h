@@ -119,6 +119,9 @@ struct meter {
 	void (*thread_teardown)(struct mthread *t, const void *params);
 	/* Meter-specific keys of one "threads[i]" object. */
 	void (*thread_json)(struct jw *w, const struct mthread *t, const void *params);
+	/* Optional: free what the meter allocated inside its thread state (after the
+	 * document is written; also when the run never measured). */
+	void (*thread_free)(struct mthread *t);
 	/* Meter-specific top-level keys of the result document. */
 	void (*doc_json)(struct jw *w, const void *params, const struct mthread *threads, int n);
 	/* Samples are wake-ups of the measuring thread that --explain can explain. */

@@ -122,6 +122,7 @@ for pat in pairs batch random; do
 done
 run may-skip alloc --touch --loops 50 --sizes 16,4K,1M "${short[@]}"
 run may-skip preempt --threads 1 --loops 200 "${short[@]}"
+run may-skip preempt --cpus 0 --loops 200 "${short[@]}" # pinned: the sched_switch trace
 run may-skip noise --duration 200ms --threads 2 "${short[@]}"
 run may-skip noise --tracer osnoise --cpus 0 --loops 1 "${short[@]}"
 run may-skip wakeup --tracer timerlat --cpus 0 --loops 50 "${short[@]}"

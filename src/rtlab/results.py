@@ -6,6 +6,7 @@ gets them from `case_stats`, and every comparison from `compare_records`.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -220,7 +221,7 @@ def pivot_cases(
                     case.name,
                     {**case.params, **case.swept},
                     case_stats(rec, case, dl),
-                    lambda bound, rec=rec, case=case: case_below(rec, case, bound),
+                    functools.partial(case_below, rec, case),
                 )
             )
     return out

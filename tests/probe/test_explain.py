@@ -176,10 +176,12 @@ def test_a_thread_in_the_kernel_leaves_its_kernel_stack(meter_run, spinner):
     pid, name = spinner(spin_us=3000, period_ms=30, name="rtlab-kplant", kernel=True)
     cp, doc = meter_run(
         "wakeup", "--cpus", str(CPU), "--policy", "fifo:50", "--duration", "3s",
-        "--explain", "100us", "--explain-max", "5",
+        "--explain", "100us", "--explain-max", "200",
     )  # fmt: skip
+    # Every spike: the worst are those where both timers expired in one interrupt before
+    # the thread ran (no interrupt can show it); the others were stopped mid-burst.
     assert cp.returncode == 0, cp.stderr
-    check_spikes(doc, 5)
+    check_spikes(doc, 200)
     stack_checks(doc)
     stacks = doc["explain"]["stacks"]
     assert stacks["recorded"] and stacks["trigger"] == "timer:hrtimer_expire_entry", stacks

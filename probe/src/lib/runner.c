@@ -345,6 +345,8 @@ static void run_free(struct run *r)
 	for (int i = 0; r->th && i < r->nthreads; i++) {
 		free(r->th[i].hist);
 		series_free(&r->th[i].series);
+		if (r->th[i].mstate && r->m->thread_free)
+			r->m->thread_free(&r->th[i]);
 		free(r->th[i].mstate);
 	}
 	for (int i = 0; r->rings && i < r->nthreads; i++)

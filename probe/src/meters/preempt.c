@@ -534,6 +534,15 @@ static const struct opt_desc preempt_opts[] = {
 	OPT_END,
 };
 
+static void preempt_thread_free(struct mthread *t)
+{
+	struct preempt_thread *s = t->mstate;
+
+	free(s->by);
+	s->by = NULL;
+	s->nby = s->cap = 0;
+}
+
 const struct meter meter_preempt = {
 	.name = "preempt",
 	.summary = "preemption of a busy thread: how much, how often, by whom",
@@ -559,4 +568,5 @@ const struct meter meter_preempt = {
 	.thread_setup = preempt_thread_setup,
 	.thread_teardown = preempt_thread_teardown,
 	.thread_json = preempt_thread_json,
+	.thread_free = preempt_thread_free,
 };

@@ -94,6 +94,7 @@ def _boot_flags(f: dict[str, Any]) -> set[str] | None:
     from rtlab.system._facts import RT_PARAMS
 
     params = f.get("rt_params")
+    pairs: list[tuple[str, str | None]]
     if isinstance(params, dict):
         pairs = [(k, v) for k, v in params.items() if isinstance(v, str)]
     elif isinstance(f.get("cmdline"), str):
