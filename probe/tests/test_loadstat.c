@@ -26,25 +26,23 @@ static int parse(const char *text, struct loadstat *s)
 }
 
 /* 6.1 on x86 with CPU1 offline: no cpu1 line. */
-static const char stat_before[] =
-	"cpu  4705 356 584 3699 23 23 0 0 0 0\n"
-	"cpu0 1393280 32966 572056 13343292 6130 0 17875 0 0 0\n"
-	"cpu2 1000 10 200 50000 30 5 40 7 0 0\n"
-	"intr 114930548 113199788 3 0 5 263 0 4 [...]\n"
-	"ctxt 1990473\n"
-	"btime 1062191376\n"
-	"processes 2915\n"
-	"procs_running 1\n"
-	"procs_blocked 0\n"
-	"softirq 183433 0 21755 12 39 1137 231 21459 2263 0\n";
+static const char stat_before[] = "cpu  4705 356 584 3699 23 23 0 0 0 0\n"
+				  "cpu0 1393280 32966 572056 13343292 6130 0 17875 0 0 0\n"
+				  "cpu2 1000 10 200 50000 30 5 40 7 0 0\n"
+				  "intr 114930548 113199788 3 0 5 263 0 4 [...]\n"
+				  "ctxt 1990473\n"
+				  "btime 1062191376\n"
+				  "processes 2915\n"
+				  "procs_running 1\n"
+				  "procs_blocked 0\n"
+				  "softirq 183433 0 21755 12 39 1137 231 21459 2263 0\n";
 
-static const char stat_after[] =
-	"cpu  4805 356 684 3799 23 23 0 0 0 0\n"
-	"cpu0 1393380 32966 572056 13343392 6130 0 17875 0 0 0\n"
-	"cpu2 1050 10 230 50010 25 7 43 9 4 0\n"
-	"intr 114930648 113199788 3 0 5 263 0 4 [...]\n"
-	"ctxt 1990573\n"
-	"softirq 183533 0 21755 12 39 1137 231 21459 2263 0\n";
+static const char stat_after[] = "cpu  4805 356 684 3799 23 23 0 0 0 0\n"
+				 "cpu0 1393380 32966 572056 13343392 6130 0 17875 0 0 0\n"
+				 "cpu2 1050 10 230 50010 25 7 43 9 4 0\n"
+				 "intr 114930648 113199788 3 0 5 263 0 4 [...]\n"
+				 "ctxt 1990573\n"
+				 "softirq 183533 0 21755 12 39 1137 231 21459 2263 0\n";
 
 static void kernel_text(void)
 {
@@ -81,7 +79,9 @@ static void split_json(void)
 	CHECK(f != NULL);
 	if (!f)
 		return;
-	a.load = (struct loadavg){ .ok = true, .avg = { 0.5, 0.25, 2 }, .runnable = 1, .threads = 9 };
+	a.load = (struct loadavg){
+		.ok = true, .avg = { 0.5, 0.25, 2 }, .runnable = 1, .threads = 9
+	};
 	b.load.ok = false;
 	jw_init(&w, f);
 	loadstat_json(&w, &a, &b);

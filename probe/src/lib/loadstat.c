@@ -16,7 +16,7 @@
 #define LOADAVG_MAX 1e6      /* a larger load average is not one */
 
 const char *const loadstat_cat_name[LS_NCAT] = {
-	[LS_USER] = "user",	[LS_NICE] = "nice", [LS_SYSTEM] = "system",	  [LS_IDLE] = "idle",
+	[LS_USER] = "user",     [LS_NICE] = "nice", [LS_SYSTEM] = "system",   [LS_IDLE] = "idle",
 	[LS_IOWAIT] = "iowait", [LS_IRQ] = "irq",   [LS_SOFTIRQ] = "softirq", [LS_STEAL] = "steal",
 };
 
@@ -68,8 +68,8 @@ static void cpu_line(const char *p, struct loadstat *s)
 	s->cpu[s->ncpus] = (int)cpu;
 	memcpy(s->ticks[s->ncpus], v, sizeof(v));
 	/* unsigned: absurd counters wrap in the sums, never undefined */
-	s->busy[s->ncpus] = v[LS_USER] + v[LS_NICE] + v[LS_SYSTEM] + v[LS_IRQ] + v[LS_SOFTIRQ] +
-			    v[LS_STEAL];
+	s->busy[s->ncpus] =
+		v[LS_USER] + v[LS_NICE] + v[LS_SYSTEM] + v[LS_IRQ] + v[LS_SOFTIRQ] + v[LS_STEAL];
 	s->total[s->ncpus] = s->busy[s->ncpus] + v[LS_IDLE] + v[LS_IOWAIT];
 	s->ncpus++;
 }
@@ -247,7 +247,8 @@ static void cpu_time_json(struct jw *w, const struct loadstat *a, const struct l
 		if (i < 0)
 			continue;
 		for (int c = 0; c < LS_NCAT; c++) {
-			d[c] = b->ticks[k][c] >= a->ticks[i][c] ? b->ticks[k][c] - a->ticks[i][c] : 0;
+			d[c] = b->ticks[k][c] >= a->ticks[i][c] ? b->ticks[k][c] - a->ticks[i][c]
+								: 0;
 			all[c] += d[c];
 		}
 		snprintf(key, sizeof(key), "%d", b->cpu[k]);

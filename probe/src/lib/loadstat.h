@@ -40,10 +40,10 @@ struct loadavg {
 };
 
 struct loadstat {
-	bool ok;         /* the snapshot was read */
-	bool truncated;  /* /proc/stat was longer than LOADSTAT_READ_MAX */
-	int64_t t_ns;    /* CLOCK_MONOTONIC when read */
-	int ncpus;       /* per-CPU lines */
+	bool ok;        /* the snapshot was read */
+	bool truncated; /* /proc/stat was longer than LOADSTAT_READ_MAX */
+	int64_t t_ns;   /* CLOCK_MONOTONIC when read */
+	int ncpus;      /* per-CPU lines */
 	int cpu[LOADSTAT_MAX_CPUS];
 	uint64_t ticks[LOADSTAT_MAX_CPUS][LS_NCAT]; /* USER_HZ ticks per category */
 	uint64_t busy[LOADSTAT_MAX_CPUS];  /* USER_HZ ticks: user+nice+system+irq+softirq+steal */
