@@ -268,7 +268,7 @@ def audit_app(
     root = tree if tree is not None else LIVE_ROOT
     if comm is not None:
         if not comm or len(comm) > 64:
-            raise UserError(f"--comm {comm!r}: a process name is 1 to 15 characters")
+            raise UserError(f"--comm {comm!r}: empty or longer than 64 characters")
         found = pids_of(root, comm)
         if not found:
             raise UserError(f"--comm {comm}: no process of that name on {root.describe()}")

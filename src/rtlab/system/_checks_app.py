@@ -304,8 +304,8 @@ class Switches(AppCheck):
             statuses.append(INFO)
             fixes.append(
                 f"{_listed([t.name() for t in pre])} were preempted: find what ran instead "
-                "(rtlab-probe sched --pid PID --explain), raise its priority or move the "
-                "other work off its CPUs"
+                "(a sched_switch trace of its CPUs), raise its priority or move the other "
+                "work off its CPUs"
             )
         if busy := [t for t in rt if t.voluntary == 0]:
             statuses.append(WARN)
