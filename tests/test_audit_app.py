@@ -24,7 +24,8 @@ from .conftest import is_root
 
 FIX = Path(__file__).parent / "fixtures" / "app"
 PID = 4242
-STAT_FIELDS = {"state": 3, "minflt": 10, "majflt": 12, "processor": 39, "rt_priority": 40,
+STAT_FIELDS = {"state": 3, "minflt": 10, "majflt": 12, "utime": 14, "stime": 15,
+               "processor": 39, "rt_priority": 40,
                "policy": 41}  # fmt: skip
 POLICY = {"other": 0, "fifo": 1, "rr": 2}
 
@@ -95,6 +96,8 @@ def write_tree(
             rt_priority=t["prio"],
             minflt=t.get("minflt", 100),
             majflt=t.get("majflt", 0),
+            utime=t.get("utime", 5),
+            stime=t.get("stime", 5),
             processor=t.get("cpu", 0),
         )
         files[f"{base}/status"] = with_fields(
@@ -213,8 +216,11 @@ def test_faults(tmp_path):
 def test_switches(tmp_path):
     got = audit(tmp_path, [thread(PID, prio=60)], [thread(PID, prio=60, vol=20, nonvol=4)])
     assert got["app.switches"][0] == "INFO" and "(4242) 10/4" in got["app.switches"][1]
-    got = audit(tmp_path, [thread(PID, prio=60)], [thread(PID, prio=60, vol=10)])
+    busy = [thread(PID, prio=60, vol=10, utime=150, stime=60)]  # 2.0 s of CPU in 2 s
+    got = audit(tmp_path, [thread(PID, prio=60)], busy)
     assert got["app.switches"][0] == "WARN" and "never slept" in got["app.switches"][2]
+    got = audit(tmp_path, [thread(PID, prio=60)], [thread(PID, prio=60, vol=10)])  # blocked
+    assert got["app.switches"][0] == "OK" and "did not run" in got["app.switches"][1]
 
 
 def test_migrations(tmp_path):
@@ -379,9 +385,9 @@ def _irq_threads() -> list[tuple[str, int]]:
     return out
 
 
-def test_fault_fields_are_the_kernels():
+def test_fault_and_time_fields_are_the_kernels():
     """Fields 10 and 12 of /proc/self/stat are this process's minor and major faults, as
-    getrusage counts them (read after: never fewer)."""
+    getrusage counts them (read after: never fewer), 14 and 15 its CPU time."""
     import resource
 
     stat = parse_stat(Path("/proc/self/stat").read_text())
@@ -389,3 +395,6 @@ def test_fault_fields_are_the_kernels():
     assert stat is not None
     assert stat["minflt"] <= usage.ru_minflt <= stat["minflt"] + 10_000
     assert stat["majflt"] <= usage.ru_majflt <= stat["majflt"] + 100
+    times = os.times()  # fields 14 + 15: user and system time in ticks of 1/100 s
+    assert stat["cpu_ticks"] / 100 <= times.user + times.system + 0.02
+    assert times.user + times.system <= stat["cpu_ticks"] / 100 + 5

@@ -2,7 +2,8 @@
 apart through one root, with the system facts they are judged against.
 
 Per thread (Documentation/filesystems/proc.rst, fs/proc/array.c, kernel/sched/debug.c):
-/proc/PID/task/TID/stat fields 3 state, 10 minflt, 12 majflt, 39 processor, 40
+/proc/PID/task/TID/stat fields 3 state, 10 minflt, 12 majflt, 14 utime, 15 stime
+(clock ticks of USER_HZ), 39 processor, 40
 rt_priority, 41 policy; /proc/PID/task/TID/status Cpus_allowed_list,
 voluntary_ctxt_switches, nonvoluntary_ctxt_switches; /proc/PID/task/TID/sched
 se.nr_migrations (the file exists only with CONFIG_SCHED_DEBUG). Per process:
@@ -32,6 +33,7 @@ MAX_APP_PIDS = 64
 MAX_APP_THREADS = 4096
 MAX_KMSG_RECORDS = 65536
 MIN_WINDOW_S, MAX_WINDOW_S = 0.1, 600.0
+USER_HZ = 100  # the clock ticks of /proc/PID/stat times (sysconf(_SC_CLK_TCK) on Linux)
 THROTTLING = "sched: RT throttling activated"  # kernel/sched/rt.c, printed once per boot
 # Kernel threads whose real-time priority an application thread is judged against.
 KERNEL_RT = re.compile(r"(ktimers|ksoftirqd|rcuc|rcub|rcuop|rcuog|migration)/\d+$")
@@ -48,6 +50,7 @@ class ThreadSample:
     last_cpu: int | None  # stat field 39, the CPU it last ran on
     minflt: int
     majflt: int
+    cpu_ticks: int  # utime + stime
     voluntary: int | None
     nonvoluntary: int | None
     migrations: int | None  # se.nr_migrations; None without /proc/PID/task/TID/sched
@@ -77,6 +80,7 @@ class AppThread:
     cpus: list[int] | None
     minflt: int | None  # deltas over the window; None for a thread that began within it
     majflt: int | None
+    cpu_s: float | None  # CPU time it used (utime + stime)
     voluntary: int | None
     nonvoluntary: int | None
     migrations: int | None
@@ -153,6 +157,7 @@ def parse_stat(text: str) -> dict[str, Any] | None:
             "flags": int(f[9 - 3]),
             "minflt": int(f[10 - 3]),
             "majflt": int(f[12 - 3]),
+            "cpu_ticks": int(f[14 - 3]) + int(f[15 - 3]),
             "processor": int(f[39 - 3]),
             "rt_priority": int(f[40 - 3]),
             "policy": int(f[41 - 3]),
@@ -189,6 +194,7 @@ def _thread(root: Root, base: str, tid: int) -> ThreadSample | None:
         last_cpu=stat["processor"],
         minflt=stat["minflt"],
         majflt=stat["majflt"],
+        cpu_ticks=stat["cpu_ticks"],
         voluntary=_int(status.get("voluntary_ctxt_switches")),
         nonvoluntary=_int(status.get("nonvoluntary_ctxt_switches")),
         migrations=_int(sched.get("se.nr_migrations")),
@@ -347,6 +353,7 @@ def _combine(pid: int, first: ProcessSample, last: ProcessSample, out: AppFacts)
                 cpus=b.cpus,
                 minflt=None if a is None else b.minflt - a.minflt,
                 majflt=None if a is None else b.majflt - a.majflt,
+                cpu_s=None if a is None else (b.cpu_ticks - a.cpu_ticks) / USER_HZ,
                 voluntary=None if a is None else _delta(a.voluntary, b.voluntary),
                 nonvoluntary=None if a is None else _delta(a.nonvoluntary, b.nonvoluntary),
                 migrations=None if a is None else _delta(a.migrations, b.migrations),

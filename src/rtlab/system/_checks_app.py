@@ -307,10 +307,14 @@ class Switches(AppCheck):
                 "(a sched_switch trace of its CPUs), raise its priority or move the other "
                 "work off its CPUs"
             )
-        if busy := [t for t in rt if t.voluntary == 0]:
+        busy = [t for t in rt if t.voluntary == 0 and (t.cpu_s or 0) >= f.window_s / 2]
+        if idle := [t for t in rt if t.voluntary == 0 and t not in busy]:
+            ev += f"; did not run in the window (blocked): {_listed([t.name() for t in idle])}"
+        if busy:
             statuses.append(WARN)
             fixes.append(
-                f"{_listed([t.name() for t in busy])} never slept in the window: a busy "
+                f"{_listed([t.name() for t in busy])} never slept in the window and used "
+                "at least half of it on a CPU (stat utime + stime): a busy "
                 "real-time thread starves its CPU (and is throttled unless "
                 "sched_rt_runtime_us is -1); sleep until the next activation "
                 "(clock_nanosleep TIMER_ABSTIME)"
