@@ -311,6 +311,10 @@ import ctypes, mmap, os, sys, time
 os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(int(sys.argv[1])))
 if sys.argv[2] == "lock":
     assert ctypes.CDLL(None, use_errno=True).mlockall(3) == 0  # MCL_CURRENT | MCL_FUTURE
+if sys.argv[3] == "major":  # a file on disk, dropped from the page cache in each round
+    fd = os.open(sys.argv[4], os.O_RDWR | os.O_CREAT, 0o600)
+    os.write(fd, b"x" * (1 << 20))
+    os.fsync(fd)
 print("ready", flush=True)
 while True:
     if sys.argv[3] == "fault":
@@ -318,13 +322,18 @@ while True:
         for i in range(0, len(m), 4096):
             m[i] = 1  # a fresh page: a minor fault each
         m.close()
+    if sys.argv[3] == "major":
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        m = mmap.mmap(fd, 1 << 20, prot=mmap.PROT_READ)
+        sum(m[i] for i in range(0, len(m), 4096))  # read back from disk: major faults
+        m.close()
     time.sleep(0.002)
 """
 
 
-def _planted(prio: int, lock: str, fault: str):
+def _planted(prio: int, lock: str, fault: str, path: str = ""):
     p = subprocess.Popen(
-        [sys.executable, "-c", PLANTED, str(prio), lock, fault],
+        [sys.executable, "-c", PLANTED, str(prio), lock, fault, path],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -357,6 +366,29 @@ def test_live_misconfigured(rtlab):
     assert got["app.affinity"][0] == "WARN"  # not pinned to one isolated CPU
     if irq:  # a threaded IRQ handler above fifo:10 on its CPUs
         assert got["app.priority"][0] == "WARN" and "below irq/" in got["app.priority"][2]
+
+
+@pytest.mark.skipif(not is_root(), reason="SCHED_FIFO and mlockall need root")
+def test_live_major_faults_fail(rtlab, tmp_path):
+    if os.statvfs(tmp_path).f_blocks == 0 or "tmpfs" in _fs_type(tmp_path):
+        pytest.skip(f"{tmp_path} is not on a disk: its pages are never read back")
+    p = _planted(10, "nolock", "major", str(tmp_path / "data"))
+    try:
+        got = _live(rtlab, p)
+    finally:
+        p.kill()
+        p.wait()
+    assert got["app.faults"][0] == "FAIL" and "mlockall" in got["app.faults"][2], got
+
+
+def _fs_type(path: Path) -> str:
+    """The file system type of the mount PATH is on (/proc/self/mounts)."""
+    best, kind = "", ""
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        parts = line.split()
+        if len(parts) > 2 and str(path).startswith(parts[1]) and len(parts[1]) >= len(best):
+            best, kind = parts[1], parts[2]
+    return kind
 
 
 @pytest.mark.skipif(not is_root(), reason="SCHED_FIFO and mlockall need root")
@@ -398,3 +430,28 @@ def test_fault_and_time_fields_are_the_kernels():
     times = os.times()  # fields 14 + 15: user and system time in ticks of 1/100 s
     assert stat["cpu_ticks"] / 100 <= times.user + times.system + 0.02
     assert times.user + times.system <= stat["cpu_ticks"] / 100 + 5
+
+
+def test_live_process_ending_within_window(rtlab):
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    try:
+        rc, _, err = rtlab("audit", "--pid", str(p.pid), "--window", "2s")
+    finally:
+        p.kill()
+        p.wait()
+    assert rc == 2 and f"PID {p.pid} (python" in err and "ended within the 2 s window" in err
+
+
+def test_live_zombie_is_not_alive(rtlab):
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        p.kill()  # not reaped yet: a zombie
+        for _ in range(500):
+            stat = parse_stat(Path(f"/proc/{p.pid}/stat").read_text())
+            if stat and stat["state"] == "Z":
+                break
+            time.sleep(0.01)
+        rc, _, err = rtlab("audit", "--pid", str(p.pid))
+    finally:
+        p.wait()
+    assert rc == 2 and "has exited" in err and "zombie" in err, err
