@@ -160,6 +160,9 @@ def test_other_policy_warns(tmp_path):
 def test_below_irq_thread_warns(tmp_path):
     got = audit(tmp_path, [thread(PID, prio=10)])
     assert got["app.priority"][0] == "WARN" and "irq/24-ACPI:Ged" in got["app.priority"][2]
+    many = [thread(PID + i, prio=10) for i in range(20)]
+    fix = audit(tmp_path, many)["app.priority"][2]
+    assert fix.count("below irq/24") == 1 and "and 12 more" in fix  # one fix for all alike
 
 
 def test_above_irq_threads_ok_and_99_warns(tmp_path):

@@ -94,44 +94,47 @@ class Priority(AppCheck):
             ev += f"; at {others[0].policy}: {_listed([t.name() for t in others])}"
             fixes.append("threads at other are fine only if they do no time-critical work")
         irq_seen: dict[str, KernelThread] = {}
+        alike: dict[tuple[str, str, int], list[AppThread]] = {}  # one fix per problem
         for t in rt:
             if t.policy == "deadline":
                 continue  # above every fifo/rr thread, IRQ threads included
             irqs = _irq_on(f, t.cpus)
             irq_seen.update({k.comm: k for k in irqs})
-            device = [k for k in irqs if self._device(k)]
             rest = [k for k in irqs if not self._device(k)]
             if t.priority >= 99:
-                statuses.append(WARN)
-                fixes.append(f"chrt -f -p 98 {t.tid} ({t.comm} at 99)")
-            if above := [k for k in device if t.priority > k.priority]:
-                statuses.append(WARN)
-                fixes.append(
-                    f"{t.name()} at {t.priority} is above its device's "
-                    f"{_listed([f'{k.comm} {_ptext(k)}' for k in above])}: chrt -f -p "
-                    f"{t.priority + 1} {above[0].pid}, or lower the thread"
-                )
+                alike.setdefault(("99", "", 99), []).append(t)
+            for k in irqs:
+                if self._device(k) and t.priority > k.priority:
+                    alike.setdefault(("above", k.comm, k.pid), []).append(t)
             top = max(rest, key=lambda k: k.priority, default=None)
-            if top is not None and t.priority < top.priority:
-                statuses.append(WARN)
+            if top is not None and t.priority <= top.priority:
+                kind = "below" if t.priority < top.priority else "equal"
+                alike.setdefault((kind, f"{top.comm} {_ptext(top)}", top.priority), []).append(t)
+        for (kind, irq, n), ts in alike.items():
+            names, tids = _listed([t.name() for t in ts]), " ".join(str(t.tid) for t in ts[:LISTED])
+            statuses.append(INFO if kind == "equal" else WARN)
+            if kind == "99":
+                fixes.append(f"{names} at 99: for TID in {tids}; do chrt -f -p 98 $TID; done")
+            elif kind == "above":
                 fixes.append(
-                    f"{t.name()} at {t.priority} is below {top.comm} {_ptext(top)} on its "
-                    f"CPUs: every such interrupt delays it; chrt -f -p {top.priority + 1} "
-                    f"{t.tid}, or move those IRQs off its CPUs"
+                    f"{names} above its device's {irq}: chrt -f -p PRIO {n} with PRIO above "
+                    "the thread's, or lower the thread"
                 )
-            elif top is not None and t.priority == top.priority:
-                statuses.append(INFO)
+            elif kind == "below":
                 fixes.append(
-                    f"{t.name()} shares priority {t.priority} with {top.comm}: neither "
-                    "preempts the other; chrt it one above or below"
+                    f"{names} below {irq} on its CPUs: every such interrupt delays it; "
+                    f"chrt -f -p {n + 1} TID ({tids}), or move those IRQs off its CPUs"
+                )
+            else:
+                fixes.append(
+                    f"{names} at the priority of {irq}: neither preempts the other; "
+                    "chrt one above or below"
                 )
         if rt:
-            names = [
-                f"{k.comm} {_ptext(k)}" for k in sorted(irq_seen.values(), key=lambda k: k.pid)
-            ]
+            seen = [f"{k.comm} {_ptext(k)}" for k in sorted(irq_seen.values(), key=lambda k: k.pid)]
             ev += (
-                f"; IRQ threads on their CPUs: {_listed(names)}"
-                if names
+                f"; IRQ threads on their CPUs: {_listed(seen)}"
+                if seen
                 else "; no threaded real-time IRQ handler on their CPUs (hard interrupts "
                 "preempt every thread whatever its priority)"
             )
