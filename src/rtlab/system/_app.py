@@ -6,7 +6,8 @@ Per thread (Documentation/filesystems/proc.rst, fs/proc/array.c, kernel/sched/de
 (clock ticks of USER_HZ), 39 processor, 40
 rt_priority, 41 policy; /proc/PID/task/TID/status Cpus_allowed_list,
 voluntary_ctxt_switches, nonvoluntary_ctxt_switches; /proc/PID/task/TID/sched
-se.nr_migrations (the file exists only with CONFIG_SCHED_DEBUG). Per process:
+se.nr_migrations (the file exists only with CONFIG_SCHED_DEBUG, always on kernels
+without that option: 6.18). Per process:
 /proc/PID/status VmLck and VmRSS, /proc/PID/limits "Max locked memory".
 
 Limits: at most MAX_APP_PIDS processes, MAX_APP_THREADS threads of each (more are left

@@ -340,7 +340,7 @@ class Migrations(AppCheck):
         pinned = [t for t in judged if t.cpus is not None and len(t.cpus) == 1]
         loose = [t for t in judged if t not in pinned]
         if not f.sched_file:
-            ev = "/proc/PID/task/TID/sched not readable (a kernel without CONFIG_SCHED_DEBUG)"
+            ev = "/proc/PID/task/TID/sched not readable (CONFIG_SCHED_DEBUG not set)"
             moved = [t for t in loose if len(t.cpus_run) > 1]
             ev += "; last CPU (stat field 39) at both samples: "
             ev += _listed([f"{t.name()} {cpus_text(t.cpus_run)}" for t in judged]) or "none"
