@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import click
+from rich.console import Console
 
 from rtlab import __version__
 from rtlab.cli._common import DURATION, console, line, lit, print_json, rich_table, visible
@@ -15,9 +16,11 @@ from rtlab.errors import UserError
 from rtlab.system import (
     FAIL,
     INFO,
+    LIVE_ROOT,
     OK,
     WARN,
     Context,
+    Finding,
     SysRoot,
     audit_document,
     exit_status,
@@ -25,7 +28,9 @@ from rtlab.system import (
     read_facts,
     run_audit,
 )
+from rtlab.system._app import MAX_WINDOW_S, MIN_WINDOW_S, pids_of, read_app_facts
 from rtlab.system._capture import capture
+from rtlab.system._checks_app import app_document, run_app_audit
 from rtlab.system._kconfig_fragment import VARIANTS, kconfig_fragment, settings
 from rtlab.units import format_ns
 
@@ -86,6 +91,30 @@ def _write_atomic(path: Path, text: str) -> None:
     is_flag=True,
     help="a target not in known_hosts yet: record its host key (a changed key is refused)",
 )
+@click.option(
+    "--pid",
+    "pids",
+    type=int,
+    multiple=True,
+    metavar="PID",
+    help="audit this running application's threads instead (repeatable)",
+)
+@click.option("--comm", metavar="NAME", help="audit the applications named NAME (/proc/PID/comm)")
+@click.option(
+    "--window",
+    type=DURATION,
+    default="2s",
+    show_default=True,
+    help="with --pid/--comm: how long faults, switches and migrations are counted",
+)
+@click.option(
+    "--irq",
+    "irqs",
+    type=int,
+    multiple=True,
+    metavar="N",
+    help="with --pid/--comm: an IRQ of the device the application waits for (repeatable)",
+)
 @click.option("--json", "as_json", is_flag=True, help='JSON on stdout: {"facts", "findings"}')
 @click.option(
     "--deadline",
@@ -115,6 +144,10 @@ def audit(
     target_spec: str | None,
     targets_path: str | None,
     accept_new_host_key: bool,
+    pids: tuple[int, ...],
+    comm: str | None,
+    window: int,
+    irqs: tuple[int, ...],
     as_json: bool,
     deadline: int | None,
     rt_cpus: str | None,
@@ -126,8 +159,20 @@ def audit(
 
     Each finding is OK, INFO, WARN or FAIL with the file and value read, the fix and why.
     --kconfig writes the kernel findings as a fragment for scripts/kconfig/merge_config.sh.
+    --pid/--comm audit a running application's threads instead: policy, priority,
+    affinity, locked memory, and faults, switches and migrations during --window.
     Exit status: 0 without FAIL findings, 1 with, 2 on bad input.
     """
+    if pids or comm is not None:
+        others = {
+            "--from": from_file, "--target": target_spec, "--capture": capture_dir,
+            "--kconfig": kconfig, "--deadline": deadline, "--rt-cpus": rt_cpus,
+        }  # fmt: skip
+        if given := [k for k, v in others.items() if v is not None]:
+            raise click.UsageError(f"--pid/--comm audit a process here: not with {given[0]}")
+        return audit_app(list(pids), comm, window, list(irqs), root_dir, as_json)
+    if irqs:
+        raise click.UsageError("--irq needs --pid or --comm")
     target = None
     if kconfig_variant is not None and kconfig is None:
         raise click.UsageError("--kconfig-variant needs --kconfig")
@@ -179,6 +224,15 @@ def audit(
             + (f"; deadline {format_ns(deadline)}" if deadline else ""),
         )
     )
+    print_findings(out, findings)
+    if target is not None:
+        n = len(settings(fragment))
+        out.print(line(f"kernel config fragment: {n} settings written to ", (str(target), "bold")))
+    return exit_status(findings)
+
+
+def print_findings(out: Console, findings: list[Finding]) -> None:
+    """The findings' table, then what to change, most severe first, and the counts."""
     rows = [[lit(x.status, STYLE[x.status]), x.id, x.title, x.evidence] for x in findings]
     out.print(rich_table(None, ["status", "check", "what", "evidence"], rows, right_from=99))
     todo = [x for x in findings if x.status != OK and x.fix]
@@ -190,7 +244,51 @@ def audit(
         out.print(line(f"     why: {x.why}"))
     counts = {s: sum(x.status == s for x in findings) for s in (FAIL, WARN, INFO, OK)}
     out.print("\n" + ", ".join(f"{n} {s}" for s, n in counts.items()))
-    if target is not None:
-        n = len(settings(fragment))
-        out.print(line(f"kernel config fragment: {n} settings written to ", (str(target), "bold")))
+
+
+def audit_app(
+    pids: list[int],
+    comm: str | None,
+    window_ns: int,
+    irqs: list[int],
+    root_dir: str | None,
+    as_json: bool,
+) -> int:
+    """`rtlab audit --pid/--comm`: the application's threads over the window."""
+    window_s = window_ns / 1e9
+    if not MIN_WINDOW_S <= window_s <= MAX_WINDOW_S:
+        raise UserError(
+            f"--window: {window_s:g} s is out of range ({MIN_WINDOW_S:g}..{MAX_WINDOW_S:g} s)"
+        )
+    if any(p <= 0 for p in pids):
+        raise UserError(f"--pid {min(pids)}: not a process ID")
+    if any(n < 0 for n in irqs):
+        raise UserError(f"--irq {min(irqs)}: not an IRQ number")
+    tree = system_tree(root_dir, None)
+    root = tree if tree is not None else LIVE_ROOT
+    if comm is not None:
+        if not comm or len(comm) > 64:
+            raise UserError(f"--comm {comm!r}: empty or longer than 64 characters")
+        found = pids_of(root, comm)
+        if not found:
+            raise UserError(f"--comm {comm}: no process of that name on {root.describe()}")
+        pids = pids + [p for p in found if p not in pids]
+    facts = read_app_facts(root, list(dict.fromkeys(pids)), window_s)
+    findings = run_app_audit(facts, irqs)
+    if as_json:
+        print_json(app_document(facts, findings))
+        return exit_status(findings)
+    out = console()
+    names = ", ".join(f"{p['comm']} ({p['pid']}, {p['threads']} threads)" for p in facts.processes)
+    s = facts.system
+    out.print(
+        line(
+            (root.describe(), "bold"),
+            f": {s.kernel_release or '?'}, preemption {s.preempt_model}; {names}; "
+            f"window {window_s:g} s",
+        )
+    )
+    for note in facts.notes:
+        out.print(line(("note: ", "bold"), note))
+    print_findings(out, findings)
     return exit_status(findings)
