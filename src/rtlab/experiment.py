@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import re
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rtlab._caseloads import case_loads, load_specs
 from rtlab._input import read_regular
 from rtlab._probeargs import (  # re-exported: the experiment API is this module
     DEFAULT_METER,
@@ -44,7 +44,6 @@ from rtlab.probe import Catalog, ProbeOption, one_line, probe_catalog
 from rtlab.probecall import LOAD, Option, ProbeCall
 from rtlab.records import MAX_DEADLINE_NS, CaseRecord
 from rtlab.system import LIVE_ROOT, Root, format_cpulist, isolated_cpus, parse_cpulist
-from rtlab.system._cpus import cpulist_or_none
 from rtlab.tune import is_setting_key, key_error, value_error
 from rtlab.units import parse_duration_ns
 
@@ -472,49 +471,11 @@ def _probe_call(
     return ProbeCall(meter, tuple(options))
 
 
-# ",policy=P" / ",nice=N" at the end of a load spec: "@CPUS" goes before them.
-_LOAD_SCHED = re.compile(r"(,(?:policy|nice)=[^,@]*)+$")
-
-
-def _load_specs(p: dict[str, Any]) -> list[str]:
-    """The 'load' key (unless "" or "none") and then the 'loads' list."""
-    one = p.get("load", "")
-    return ([one] if one not in ("", "none") else []) + list(p.get("loads", []))
-
-
-def _loads(
-    p: dict[str, Any], cpus: str | None, kernel_isolated: bool, online: list[int]
-) -> list[tuple[str, str]]:
-    """(key, --load spec) of every load the case keys give, in order."""
-    load_cpus = ""
-    measuring = (
-        cpulist_or_none(cpus) if cpus and p.get("isolate_loads") and not kernel_isolated else None
-    )
-    if measuring:  # (a bad list is the probe's to refuse, as --cpus)
-        rest = sorted(set(online) - set(measuring))
-        load_cpus = f"@{format_cpulist(rest)}" if rest else ""
-    out = []
-    if p.get("forkcopy"):
-        out.append(("forkcopy", f"forkcopy:{p['forkcopy']}:{p.get('forkcopy_size', '1M')}"))
-    if p.get("load", "") not in ("", "none"):
-        out.append(("load", p["load"]))
-    out += [("loads", spec) for spec in p.get("loads", [])]
-    return [(key, _pin_load(spec, load_cpus)) for key, spec in out]
-
-
-def _pin_load(spec: str, load_cpus: str) -> str:
-    """SPEC kept on LOAD_CPUS ("@1-3") unless it names its own CPUs."""
-    if not load_cpus or "@" in spec:
-        return spec
-    m = _LOAD_SCHED.search(spec)
-    return spec[: m.start()] + load_cpus + spec[m.start() :] if m else spec + load_cpus
-
-
 def _expected_seconds(p: dict[str, Any]) -> float:
     settle = (
         parse_duration_ns(p["settle"])
         if "settle" in p
-        else (10**9 if p.get("forkcopy") or _load_specs(p) else 0)
+        else (10**9 if p.get("forkcopy") or load_specs(p) else 0)
     )
     if "duration" in p:
         run = parse_duration_ns(p["duration"])
@@ -569,7 +530,7 @@ def expand(exp: Experiment, scale: float = 1.0, root: Root = LIVE_ROOT) -> Exper
                 p["duration"] = f"{_scaled(parse_duration_ns(p['duration']), scale)}ns"
             cpus, kernel_isolated = _resolve_cpus(p.get("cpus"), root, exp.notes)
             p["cpus_resolved"] = cpus
-            case.call = _probe_call(catalog, p, cpus, _loads(p, cpus, kernel_isolated, online))
+            case.call = _probe_call(catalog, p, cpus, case_loads(p, cpus, kernel_isolated, online))
             case.expected_s = _expected_seconds(p)
             exp.cases.append(case)
     return exp
