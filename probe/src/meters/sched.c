@@ -46,6 +46,7 @@ struct sched_params {
 	int start_errno; /* the command could not be started: why */
 	uint64_t beyond; /* threads of the process found after every slot was taken */
 	_Atomic int done; /* thread 0 ended: the others stop holding their slot */
+	_Atomic int torn; /* the other measuring threads past their end (conditions read) */
 	struct sched_trace *st; /* = &trace: writable through the const params of the loop */
 	struct sched_trace trace;
 };
@@ -365,12 +366,30 @@ static int sched_thread_setup(struct mthread *t, const void *p, char *err, size_
 	return t->index ? 0 : sched_trace_open(s->st, err, errlen);
 }
 
+/* Thread 0 stops the command only once every measuring thread read back its observed
+ * thread's settings (the runner's conditions, before this teardown). */
 static void sched_thread_teardown(struct mthread *t, const void *p)
 {
-	const struct sched_params *s = p;
+	struct sched_params *s = (struct sched_params *)p;
+	int64_t until = mono_now_ns() + TERM_GRACE_NS;
 
-	if (!t->index)
-		sched_trace_close(s->st);
+	if (t->index) {
+		atomic_fetch_add(&s->torn, 1);
+		return;
+	}
+	atomic_store(&s->done, 1); /* also when the loop never ran */
+	while (atomic_load(&s->torn) < (int)s->slots - 1 && mono_now_ns() < until)
+		sleep_for_ns(NSEC_PER_MSEC);
+	stop_command(s);
+	sched_trace_close(s->st);
+}
+
+/* The policy of each observed thread, while it lives (read back at the end too). */
+static void read_policies(struct sched_trace *st)
+{
+	for (int i = 0; i < st->nthreads; i++)
+		if (!policy_read(st->th[i].tid, &st->th[i].policy))
+			st->th[i].policy_known = true;
 }
 
 /* What the document says of each slot: the observed thread, its policy read back. */
@@ -382,10 +401,9 @@ static void publish(struct mthread *th, int n, const struct sched_trace *st)
 		th[i].tid = tid;
 		th[i].measured_tid = tid;
 		th[i].cpu = -1;
-		if (tid)
-			(void)policy_read(tid, &th[i].policy);
-		else
-			memset(&th[i].policy, 0, sizeof(th[i].policy));
+		memset(&th[i].policy, 0, sizeof(th[i].policy));
+		if (tid && st->th[i].policy_known)
+			th[i].policy = st->th[i].policy;
 		th[i].period_ns = i < st->nthreads ? sched_thread_period(&st->th[i]) : 0;
 		th[i].overruns = i < st->nthreads ? st->th[i].overruns : 0;
 	}
@@ -410,6 +428,7 @@ static void sched_loop(struct mthread *t, const void *p, const struct run_ctl *c
 	for (;;) {
 		if (s->proc && !s->start_errno)
 			(void)discover(s, s->proc, s->slots);
+		read_policies(s->st);
 		sched_trace_drain(s->st, th);
 		now = mono_now_ns();
 		if (run_should_stop(ctl, 0, now - s->st->start_ns) || s->start_errno)
@@ -420,8 +439,8 @@ static void sched_loop(struct mthread *t, const void *p, const struct run_ctl *c
 	}
 	sched_trace_drain(s->st, th);
 	sched_trace_finish(s->st);
+	read_policies(s->st);
 	publish(th, n, s->st);
-	stop_command(s);
 	atomic_store(&s->done, 1);
 }
 

@@ -14,6 +14,7 @@
 
 #include "../lib/cpulist.h"
 #include "../lib/nstat.h"
+#include "../lib/policy.h"
 #include "../lib/tracefs.h"
 
 #define SCHED_THREADS_MAX 64 /* threads observed in one run */
@@ -37,6 +38,8 @@ struct sched_thread {
 	pid_t tid;
 	char comm[16];
 	bool seen;              /* an event named it */
+	bool policy_known;      /* policy: read back while it lived */
+	struct policy_spec policy;
 	bool running;           /* on a CPU, as far as the trace says */
 	int64_t act_ns;         /* pending activation (CLOCK_MONOTONIC), INT64_MIN: none */
 	bool act_timer;         /* the pending activation is a timer expiry of its own */
