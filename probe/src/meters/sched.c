@@ -363,7 +363,12 @@ static int sched_thread_setup(struct mthread *t, const void *p, char *err, size_
 {
 	const struct sched_params *s = p;
 
-	return t->index ? 0 : sched_trace_open(s->st, err, errlen);
+	int rc;
+
+	if (t->index || (rc = sched_trace_open(s->st, err, errlen)))
+		return t->index ? 0 : rc;
+	sched_trace_filter(s->st);
+	return 0;
 }
 
 /* Thread 0 stops the command only once every measuring thread read back its observed
@@ -428,6 +433,7 @@ static void sched_loop(struct mthread *t, const void *p, const struct run_ctl *c
 	for (;;) {
 		if (s->proc && !s->start_errno)
 			(void)discover(s, s->proc, s->slots);
+		sched_trace_filter(s->st);
 		read_policies(s->st);
 		sched_trace_drain(s->st, th);
 		now = mono_now_ns();

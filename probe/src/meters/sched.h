@@ -83,6 +83,8 @@ struct sched_trace {
 	struct sched_cb cb[CPULIST_MAX];
 	int64_t last_ts; /* the newest event (ns) */
 	uint64_t lines, lost_events;
+	int filtered;     /* threads named in the sys_exit filter */
+	bool sys_exit_on; /* raw_syscalls:sys_exit of the observed threads is traced */
 	char events[400];
 };
 
@@ -90,6 +92,10 @@ struct mthread;
 
 /* Tracing on in a private instance: its events, clock and buffers. 0 or -errno with a reason. */
 int sched_trace_open(struct sched_trace *s, char *err, size_t errlen);
+/* Trace the observed threads' returns from system calls (raw_syscalls:sys_exit filtered
+ * on their TIDs): where a kernel does not trace a switch-in, the return from the call
+ * that slept bounds it. Again when threads were added; without the event, nothing. */
+void sched_trace_filter(struct sched_trace *s);
 /* Tracing off, instance removed; idempotent. */
 void sched_trace_close(struct sched_trace *s);
 /* Read what the instance holds now; samples go to TH[slot] (one per observed thread). */

@@ -92,6 +92,26 @@ int sched_trace_open(struct sched_trace *s, char *err, size_t errlen)
 	return 0;
 }
 
+void sched_trace_filter(struct sched_trace *s)
+{
+	char filter[SCHED_THREADS_MAX * 24 + 8];
+	size_t n = 0;
+
+	if (!s->inst.path[0] || s->filtered == s->nthreads || !s->nthreads)
+		return;
+	for (int i = 0; i < s->nthreads; i++)
+		n += (size_t)snprintf(filter + n, sizeof(filter) - n, "%scommon_pid == %d",
+				      i ? " || " : "", s->th[i].tid);
+	if (tracefs_write(&s->inst, "events/raw_syscalls/sys_exit/filter", filter))
+		return;
+	s->filtered = s->nthreads;
+	if (!s->sys_exit_on && !tracefs_event_enable(&s->inst, "raw_syscalls", "sys_exit")) {
+		s->sys_exit_on = true;
+		n = strlen(s->events);
+		snprintf(s->events + n, sizeof(s->events) - n, ",raw_syscalls:sys_exit");
+	}
+}
+
 void sched_trace_close(struct sched_trace *s)
 {
 	if (s->fd >= 0)
@@ -365,10 +385,11 @@ void sched_trace_line(struct sched_trace *s, struct mthread *th, const char *lin
 	if (cpu < 0 || cpu >= CPULIST_MAX)
 		return;
 	/* A line in the context of an observed thread the trace did not switch in (some
-	 * kernels do not trace the switch out of a CPU's idle task): it ran since at least
-	 * the CPU's previous event. */
+	 * kernels do not trace the switch out of a CPU's idle task): it ran by its return
+	 * from the call that slept, else since at least the CPU's previous event. */
 	if (ev.cur_pid > 0 && (slot = sched_trace_slot(s, ev.cur_pid)) >= 0 && !s->th[slot].running) {
-		int64_t at = s->cb[cpu].last_ts ? s->cb[cpu].last_ts : ev.ts_ns;
+		int64_t at = s->cb[cpu].last_ts && !strstr(line, ": sys_exit: ") ? s->cb[cpu].last_ts
+										    : ev.ts_ns;
 
 		if (s->th[slot].act_ns != INT64_MIN)
 			s->th[slot].switch_untraced++;
