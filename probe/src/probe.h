@@ -99,6 +99,12 @@ struct meter {
 	 * --allow-fallback). 0, -EINVAL (bad usage, exit 2) or another -errno (exit 3). */
 	int (*check_common)(void *params, const struct common_params *c, struct opt_fault *at,
 			    char *err, size_t errlen);
+	/* Optional, after check_common: the number of measuring threads when the meter decides
+	 * it (the threads it observes), or -errno with a reason (-EINVAL: bad usage). */
+	int (*nthreads)(void *params, const struct common_params *c, struct opt_fault *at,
+			char *err, size_t errlen);
+	/* The meter takes a command after "--" (common_params.command). */
+	bool takes_command;
 	/* Nominal activation period of thread INDEX (ns), for the raw header and overruns. */
 	int64_t (*period_ns)(const void *params, int index);
 	/* The measuring loop of one thread; records through sampler.h. */

@@ -16,6 +16,7 @@ extern const struct meter meter_alloc;
 extern const struct meter meter_preempt;
 extern const struct meter meter_worker;
 extern const struct meter meter_pipeline;
+extern const struct meter meter_sched;
 extern const struct load_kind load_forkcopy;
 extern const struct load_kind load_spin;
 extern const struct load_kind load_stride;
@@ -29,7 +30,8 @@ extern const struct load_kind load_iperf3;
 
 const struct meter *const probe_meters[] = {
 	&meter_wakeup, &meter_periodic, &meter_response, &meter_noise,    &meter_pagefault,
-	&meter_alloc,  &meter_preempt,  &meter_worker,   &meter_pipeline, NULL,
+	&meter_alloc,  &meter_preempt,  &meter_worker,   &meter_pipeline, &meter_sched,
+	NULL,
 };
 
 const struct load_kind *const probe_load_kinds[] = {

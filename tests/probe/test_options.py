@@ -135,6 +135,7 @@ def test_list_json_describes_every_option(run_probe):
 # Words that need more than themselves to pass --check: other options, a kernel tracer.
 NEEDS_MORE = {("response", "transport", "gpio"), ("wakeup", "tracer", "timerlat")}
 NEEDS_MORE |= {("noise", "tracer", "osnoise")}
+NEEDS_MORE |= {("sched", "samples", w) for w in ("any", "timer", "wakeup")}  # threads to observe
 
 
 def test_every_word_of_a_choice_is_accepted_and_no_other(run_probe):

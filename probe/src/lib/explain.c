@@ -223,27 +223,24 @@ static void on_line(struct explain *x, struct xcpu *c, const char *line)
 		xring_push(&c->ring, &ev);
 }
 
+struct drain_ctx {
+	struct explain *x;
+	struct xcpu *c;
+};
+
+static void drain_line(const char *line, void *arg)
+{
+	struct drain_ctx *d = arg;
+
+	on_line(d->x, d->c, line);
+}
+
 /* Read what CPU C's buffer holds now (non-blocking). */
 static void drain(struct explain *x, struct xcpu *c)
 {
-	for (;;) {
-		ssize_t n = read(c->fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
-		char *p, *nl;
+	struct drain_ctx d = { x, c };
 
-		if (n <= 0)
-			return;
-		c->len += (size_t)n;
-		c->buf[c->len] = '\0';
-		for (p = c->buf; (nl = memchr(p, '\n', c->len - (size_t)(p - c->buf)));
-		     p = nl + 1) {
-			*nl = '\0';
-			on_line(x, c, p);
-		}
-		c->len -= (size_t)(p - c->buf);
-		memmove(c->buf, p, c->len);
-		if (c->len == sizeof(c->buf) - 1)
-			c->len = 0; /* a line longer than the buffer: not an event we read */
-	}
+	tracefs_drain_lines(c->fd, c->buf, sizeof(c->buf), &c->len, drain_line, &d);
 }
 
 static void *reader_main(void *arg)

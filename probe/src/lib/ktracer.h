@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include "cpulist.h"
+#include "nstat.h"
 #include "policy.h"
 #include "tracefs.h"
 
@@ -142,12 +143,6 @@ enum { KTRACER_CTX_IRQ, KTRACER_CTX_THREAD, KTRACER_CTX_USER_RET };
 /* Parse LINE of a trace or trace_pipe file: 0, or -EINVAL when it is no tracer line. */
 int ktracer_parse_line(const char *line, struct ktracer_line *out);
 
-/* Count, extremes and sum of one kind of sample (ns). */
-struct ktracer_stat {
-	uint64_t count;
-	int64_t min_ns, max_ns, sum_ns;
-};
-
 /* A measuring thread's view of its CPU (the meter's per-thread state holds it). */
 struct ktracer_thread {
 	bool joined; /* ktracer_leave owed */
@@ -158,7 +153,7 @@ struct ktracer_thread {
 	pid_t kthread; /* timerlat/N or osnoise/N; 0 when not found */
 	bool kpolicy_known;
 	struct policy_spec kpolicy;                /* the kernel thread's policy, read back */
-	struct ktracer_stat irq, user_ret;         /* timerlat's other contexts */
+	struct nstat irq, user_ret;                /* timerlat's other contexts */
 	uint64_t periods;                          /* osnoise lines */
 	int64_t runtime_ns, noise_ns;              /* their sums */
 	uint64_t hw, nmi, irqs, softirqs, threads; /* their interference counts */

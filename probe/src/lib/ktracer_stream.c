@@ -244,16 +244,6 @@ int ktracer_thread_setup(struct ktracer *kt, struct mthread *t, struct ktracer_t
 	return 0;
 }
 
-static void stat_add(struct ktracer_stat *st, int64_t v)
-{
-	if (!st->count || v < st->min_ns)
-		st->min_ns = v;
-	if (!st->count || v > st->max_ns)
-		st->max_ns = v;
-	st->sum_ns += v;
-	st->count++;
-}
-
 static void record(const struct ktracer *kt, struct mthread *t, struct ktracer_thread *s,
 		   const struct ktracer_line *l)
 {
@@ -278,8 +268,8 @@ static void record(const struct ktracer *kt, struct mthread *t, struct ktracer_t
 			if (l->latency_ns >= t->period_ns)
 				t->overruns++; /* as the wakeup meter counts them */
 		} else {
-			stat_add(l->context == KTRACER_CTX_IRQ ? &s->irq : &s->user_ret,
-				 l->latency_ns);
+			nstat_add(l->context == KTRACER_CTX_IRQ ? &s->irq : &s->user_ret,
+				  l->latency_ns);
 		}
 	} else {
 		s->other_lines++;
@@ -374,24 +364,6 @@ void ktracer_thread_teardown(struct ktracer *kt, const struct mthread *t, struct
 	ktracer_leave(kt);
 }
 
-static void stat_json(struct jw *w, const char *key, const struct ktracer_stat *st,
-		      bool null_if_none)
-{
-	jw_key(w, key);
-	if (null_if_none && !st->count) {
-		jw_null(w);
-		return;
-	}
-	jw_obj_begin(w);
-	jw_kuint(w, "count", st->count);
-	jw_key(w, "min_ns");
-	st->count ? jw_int(w, st->min_ns) : jw_null(w);
-	jw_kdouble(w, "mean_ns", st->count ? (double)st->sum_ns / (double)st->count : NAN);
-	jw_key(w, "max_ns");
-	st->count ? jw_int(w, st->max_ns) : jw_null(w);
-	jw_obj_end(w);
-}
-
 void ktracer_thread_json(struct jw *w, const struct ktracer *kt, const struct ktracer_thread *s)
 {
 	jw_key(w, ktracer_name(kt->kind));
@@ -400,8 +372,8 @@ void ktracer_thread_json(struct jw *w, const struct ktracer *kt, const struct kt
 	jw_key(w, "kthread_pid");
 	s->kthread ? jw_int(w, s->kthread) : jw_null(w);
 	if (kt->kind == KTRACER_TIMERLAT) {
-		stat_json(w, "irq", &s->irq, false);
-		stat_json(w, "user_ret", &s->user_ret, true);
+		nstat_json(w, "irq", &s->irq, false);
+		nstat_json(w, "user_ret", &s->user_ret, true);
 	} else {
 		jw_kuint(w, "periods", s->periods);
 		jw_kint(w, "runtime_ns", s->runtime_ns);

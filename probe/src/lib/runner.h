@@ -45,6 +45,7 @@ struct common_params {
 	bool explain_set;
 	int64_t explain_max; /* spikes kept and explained */
 	bool explain_max_set;
+	char **command; /* after "--" (meters that take one): NULL-terminated, or NULL */
 };
 
 /* The options every meter takes (`list --json` shows them as "common_options"). */

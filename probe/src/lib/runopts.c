@@ -241,16 +241,29 @@ int run_parse(struct run *r, int argc, char **argv)
 	const struct meter *m = r->m;
 	struct opt_table tables[] = { { m->options, r->mparams }, { run_common_opts, &r->c } };
 	struct opt_fault at = { NULL, NULL };
-	bool check = opts_given(argc, argv, "--check"); /* even when parsing stops before it */
 	const char *pos[1];
-	int npos = 0, rc;
+	int npos = 0, rc, nopts = argc;
 	char err[512];
+	bool check;
+
+	for (int i = 0; m->takes_command && i < nopts; i++)
+		if (!strcmp(argv[i], "--"))
+			nopts = i;                  /* what follows is the command's */
+	check = opts_given(nopts, argv, "--check"); /* even when parsing stops before it */
 
 	r->c.policy.policy = SCHED_FIFO;
 	r->c.policy.priority = 99;
 	if (m->policy)
 		r->c.policy = *m->policy;
 	m->defaults(r->mparams);
+	if (nopts < argc) {
+		if (nopts + 1 == argc) {
+			snprintf(err, sizeof(err), "\"--\" needs a command after it");
+			return refuse(m, EXIT_USAGE, err, &at, check);
+		}
+		r->c.command = argv + nopts + 1; /* argv ends with NULL */
+		argc = nopts;
+	}
 	if (cpulist_online(NULL, &r->online))
 		return refuse(m, EXIT_INTERNAL, "cannot read the online CPUs", &at, check);
 	rc = opts_parse(argc, argv, tables, 2, &r->online, pos, &npos, &at, err, sizeof(err));
@@ -260,6 +273,11 @@ int run_parse(struct run *r, int argc, char **argv)
 	}
 	if (!rc)
 		rc = check_common(r, &at, err, sizeof(err));
+	if (!rc && m->nthreads &&
+	    (rc = m->nthreads(r->mparams, &r->c, &at, err, sizeof(err))) > 0) {
+		r->nthreads = rc;
+		rc = 0;
+	}
 	if (!rc)
 		rc = m->check(r->mparams, r->nthreads, &at, err, sizeof(err));
 	if (!rc && m->check_common)

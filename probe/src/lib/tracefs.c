@@ -272,6 +272,28 @@ static int int_after(const char *p, const char *key, long *out)
 
 /* One sched_switch line (format of events/sched/sched_switch/format): the line, its
  * time and the next task as xtrace.c reads every event; prev_* read here by their keys. */
+void tracefs_drain_lines(int fd, char *buf, size_t cap, size_t *len,
+			 void (*fn)(const char *line, void *arg), void *arg)
+{
+	for (;;) {
+		ssize_t n = read(fd, buf + *len, cap - 1 - *len);
+		char *p, *nl;
+
+		if (n <= 0)
+			return;
+		*len += (size_t)n;
+		buf[*len] = '\0';
+		for (p = buf; (nl = memchr(p, '\n', *len - (size_t)(p - buf))); p = nl + 1) {
+			*nl = '\0';
+			fn(p, arg);
+		}
+		*len -= (size_t)(p - buf);
+		memmove(buf, p, *len);
+		if (*len == cap - 1)
+			*len = 0; /* a line longer than the buffer: not an event we read */
+	}
+}
+
 int tracefs_parse_switch(const char *line, struct tracefs_switch *ev)
 {
 	const char *mark, *p = strstr(line, ": sched_switch: prev_comm=");

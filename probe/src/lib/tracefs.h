@@ -76,6 +76,12 @@ int tracefs_read_cpu_trace(const struct tracefs_instance *in, int cpu,
 /* Events of CPU lost because the buffer was full ("overrun" of per_cpu/cpuN/stats). */
 int tracefs_cpu_lost(const struct tracefs_instance *in, int cpu, uint64_t *lost);
 
+/* Read what the non-blocking FD (a trace_pipe) holds now into BUF of CAP bytes, *LEN of
+ * them a line not yet complete, and call FN with each whole line (without its newline).
+ * A line longer than the buffer is dropped. */
+void tracefs_drain_lines(int fd, char *buf, size_t cap, size_t *len,
+			 void (*fn)(const char *line, void *arg), void *arg);
+
 /* Parse one sched_switch line of a trace file: 0, or -EINVAL when it is not one. */
 int tracefs_parse_switch(const char *line, struct tracefs_switch *ev);
 

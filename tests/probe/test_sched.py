@@ -1,0 +1,252 @@
+"""The sched meter against programs that measure themselves: a periodic SCHED_FIFO
+program (absolute sleep, timerfd, relative sleep) and a pipe-woken thread write their own
+latencies, and what rtlab sees of them from outside must agree with them activation for
+activation. The invariants follow from what each side measures, never from timing: the
+program reads the clock after it was switched in (so rtlab's latency, which ends at the
+switch, is never above the program's own but by the trace's 1 us resolution); a sample of
+rtlab's falls inside the window [target, woke] of exactly one of the program's activations."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .._tracefs import TRACEFS
+from .conftest import is_root, online_cpus, refused
+from .test_wakeup import check_thread
+
+PROGS = Path(__file__).parent / "progs"
+RES_NS = 1_000  # trace timestamps are printed in us
+HIST_REL = 0.01  # percentiles from the histogram
+PERIOD_US = 1000
+needs_tracefs = pytest.mark.usefixtures("tracefs")
+needs_root = pytest.mark.skipif(not is_root(), reason="needs root for SCHED_FIFO and tracefs")
+
+
+@pytest.fixture(scope="session")
+def progs(tmp_path_factory) -> Path:
+    """The test programs, built with the system's C compiler."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler to build the measured programs")
+    out = tmp_path_factory.mktemp("progs")
+    for name in ("periodic", "pipewake"):
+        subprocess.run(
+            [cc, "-O2", "-pthread", "-o", str(out / name), str(PROGS / f"{name}.c")], check=True
+        )
+    return out
+
+
+def run_sched(probe: Path, tmp_path: Path, *args: str, timeout: float = 60):
+    """Run `sched ARGS`: (completed process, document or None, the probe's PID)."""
+    out = tmp_path / "sched.json"
+    with subprocess.Popen(
+        [str(probe), "sched", "--json", str(out), "--quiet", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as p:
+        try:
+            stdout, stderr = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise
+    cp = subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr)
+    return cp, (json.loads(out.read_text()) if out.exists() else None), p.pid
+
+
+def own_log(path: Path) -> np.ndarray:
+    """The periodic program's log: rows of (seq, target_ns, woke_ns)."""
+    return np.loadtxt(path, dtype=np.int64, ndmin=2)
+
+
+@needs_root
+@needs_tracefs
+@pytest.mark.parametrize("mode", ["abs", "timerfd", "rel"])
+def test_periodic_program_agrees_with_itself(probe, progs, tmp_path, mode):
+    n = 1500
+    cpu = online_cpus()[-1]
+    own = tmp_path / "own.txt"
+    cp, doc, pid = run_sched(
+        probe,
+        tmp_path,
+        "--samples",
+        "timer",
+        "--duration",
+        "20s",
+        "--",
+        str(progs / "periodic"),
+        mode,
+        str(PERIOD_US),
+        str(n),
+        str(own),
+        str(cpu),
+        "80",
+    )
+    assert cp.returncode == 0, cp.stderr
+    assert not (TRACEFS / "instances" / f"rtlab-{pid}").exists()
+    log = own_log(own)
+    target, woke = log[:, 1], log[:, 2]
+    own_lat = woke - target
+    assert len(log) == n
+    assert doc["meter"] == "sched"
+    sched = doc["sched"]
+    assert sched["command"]["exit_status"] == 0
+    assert not sched["command"]["stopped_by_probe"]
+    [t] = doc["threads"]
+    check_thread(t)
+    s = t["sched"]
+    assert s["tid"] == sched["process"] == sched["command"]["pid"]
+    assert s["comm"] == "periodic"
+    assert s["timer_latency"]["count"] == t["count"]  # --samples timer
+    assert abs(t["count"] - n) <= 3
+    assert s["timer_slack_max_ns"] == 0  # SCHED_FIFO has no timer slack
+    assert not s["timer_clock_not_monotonic"]
+    if mode == "rel":
+        assert s["period_ns"] >= PERIOD_US * 1000  # each sleep starts after the last woke
+    else:
+        assert s["period_ns"] == PERIOD_US * 1000  # the expiries themselves
+    assert s["note"] is None
+    # Each of rtlab's worst samples is one of the program's activations: measured from its
+    # target (absolute modes: the very expiry the program asked for), switched in before
+    # the program woke, and not later than the program's own latency.
+    for w in t["worst"]:
+        switch = sched["trace_start_ns"] + w["t_ns"]
+        if mode == "rel":  # the kernel's expiry is armed after the program took its target
+            [cand] = np.nonzero((target - RES_NS <= switch) & (switch <= woke))
+            assert len(cand), w
+            i = cand[-1]
+            assert 0 <= w["latency_ns"] <= switch - target[i] + RES_NS
+        else:
+            # The expiry that woke the thread; a timerfd the program fell more than a
+            # period behind reports the latest expiry it missed, on the same grid.
+            expiry = switch - w["latency_ns"]
+            [later] = np.nonzero(target >= expiry)
+            i = later[0]
+            assert (target[i] - expiry) % (PERIOD_US * 1000) == 0, w
+            assert mode == "timerfd" or target[i] == expiry, w
+            assert switch <= woke[i]
+        assert w["latency_ns"] <= woke[i] - min(target[i], switch - w["latency_ns"]) + RES_NS
+    # rtlab's latency ends at the switch-in, the program's after it: never above its own.
+    assert t["max_ns"] <= own_lat.max() + RES_NS
+    for q in ("50", "99"):
+        own_q = np.percentile(own_lat, float(q))
+        assert t["percentiles_ns"][q] <= own_q * (1 + HIST_REL) + 2 * RES_NS
+
+
+@needs_root
+@needs_tracefs
+def test_pipe_woken_thread_gets_wakeup_latency(probe, progs, tmp_path):
+    n = 800
+    own = tmp_path / "own.txt"
+    cp, doc, _ = run_sched(
+        probe,
+        tmp_path,
+        "--comm",
+        "reader",
+        "--duration",
+        "20s",
+        "--",
+        str(progs / "pipewake"),
+        "1000",
+        str(n),
+        str(own),
+    )
+    assert cp.returncode == 0, cp.stderr
+    log = own_log(own)
+    own_lat = log[:, 1] - log[:, 0]  # from before the write to after the read
+    [t] = doc["threads"]
+    check_thread(t)
+    s = t["sched"]
+    assert s["comm"] == "reader"
+    assert s["tid"] != doc["sched"]["process"]  # the thread, not the main one
+    assert s["timer_latency"]["count"] == 0
+    assert s["wakeup_latency"]["count"] == t["count"]
+    assert abs(t["count"] - n) <= 3
+    assert s["period_ns"] is None  # no timer of its own
+    assert t["max_ns"] <= own_lat.max() + 2 * RES_NS
+
+
+@needs_root
+@needs_tracefs
+def test_attached_busy_thread_gets_a_note_not_numbers(probe, tmp_path):
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        cp, doc, _ = run_sched(probe, tmp_path, "--pid", str(spin.pid), "--duration", "1s")
+    finally:
+        spin.kill()
+        spin.wait()
+    assert cp.returncode == 0, cp.stderr
+    [t] = doc["threads"]
+    assert t["count"] == 0
+    assert t["sched"]["tid"] == spin.pid
+    assert t["sched"]["oncpu_ns"] > 0
+    assert "busy-waits" in t["sched"]["note"]
+
+
+@needs_root
+@needs_tracefs
+def test_command_stopped_by_pid_at_the_end(probe, progs, tmp_path):
+    cp, doc, _ = run_sched(
+        probe,
+        tmp_path,
+        "--duration",
+        "1s",
+        "--",
+        str(progs / "periodic"),
+        "abs",
+        "1000",
+        "1000000",
+        str(tmp_path / "own.txt"),
+    )
+    assert cp.returncode == 0, cp.stderr
+    c = doc["sched"]["command"]
+    assert c["stopped_by_probe"] and c["signal"] == signal.SIGTERM
+    assert not Path(f"/proc/{c['pid']}").exists()  # reaped, not left as a zombie
+    assert doc["threads"][0]["count"] > 0
+
+
+def dead_pid() -> int:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--pid", "DEAD"],
+        ["--tid", "12,x"],
+        ["--pid", "1", "--tid", "1"],
+        ["--cpus", "0", "--pid", "1"],
+        ["--loops", "5", "--pid", "1"],
+        ["--comm", "no-such-thread-name"],
+        ["--", "/nonexistent/program"],
+        ["--pid", "1", "--"],
+    ],
+)
+def test_bad_selection_is_refused_in_one_line(meter_run, run_probe, args):
+    args = [str(dead_pid()) if a == "DEAD" else a for a in args]
+    if "--" in args:  # --check goes before the command
+        args = ["--duration", "1s", *args]
+        cp = run_probe("sched", *args)
+        assert cp.returncode == 2 and len(cp.stderr.strip().splitlines()) == 1, cp.stderr
+        assert cp.stderr.startswith("rtlab-probe sched: ")
+        cp = run_probe("sched", "--check", *args)
+        assert cp.returncode == 2 and json.loads(cp.stdout)["error"]
+        return
+    refused(meter_run, run_probe, "sched", args, ["--duration", "1s"])
+
+
+def test_check_accepts_a_live_process(run_probe):
+    cp = run_probe("sched", "--pid", str(os.getpid()), "--check")
+    assert cp.returncode == 0, cp.stderr
