@@ -287,7 +287,8 @@ def test_cli_bad_input(rtlab, tmp_path):
         (["--pid", "2", "--root", str(tmp_path / "nowhere")], "not a directory"),
         (["--pid", "50", "--root", str(tmp_path / "root")], "kernel thread"),
         (["--pid", "1", "--window", "1h"], "out of range"),
-        (["--pid", "1", "--target", "ssh://x"], "not with --target"),
+        (["--pid", "1", "--target", "ssh://x", "--root", "/"], "--target excludes --root"),
+        (["--pid", "1", "--from", "x.json"], "not with --from"),
         (["--irq", "3"], "--irq needs --pid"),
     ]:
         rc, _, err = rtlab("audit", *args)

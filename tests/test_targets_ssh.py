@@ -422,3 +422,40 @@ def test_a_command_killed_there_reports_the_shells_status(env):
         killed = target.shell("kill -KILL $$")  # type: ignore[attr-defined]
         assert killed.status == 128 + signal.SIGKILL
         assert target.shell("echo still").stdout == b"still\n"  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="SCHED_FIFO and mlockall need root")
+def test_application_audit_over_ssh_matches_the_local_one(env, rtlab, tmp_path):
+    """`rtlab audit --pid --target`: the board's probe reads the process's files twice
+    (`sysinfo --pid`); the planted misconfiguration is found as it is here."""
+    from .test_audit_app import _live, _planted
+
+    _home, (a, _), _ = env
+    named = tmp_path / "rtlab-app-x"  # a name no other process has
+    named.write_bytes(Path("/bin/sleep").read_bytes())
+    named.chmod(0o755)
+    p = _planted(10, "nolock", "fault")
+    q = subprocess.Popen([str(named), "60"])
+    try:
+        here = _live(rtlab, p)
+        rc, out, err = rtlab(
+            "audit", "--pid", str(p.pid), "--json", "--window", "1s", "--target", a.url
+        )
+        rc_comm, out_comm, err_comm = rtlab(
+            "audit", "--comm", named.name, "--window", "0.2s", "--target", a.url
+        )
+    finally:
+        for x in (p, q):
+            x.kill()
+            x.wait()
+    assert rc in (0, 1), err
+    doc = json.loads(out)
+    there = {x["id"]: (x["status"], x["evidence"], x["fix"]) for x in doc["findings"]}
+    assert set(there) == set(here)
+    for check in ("app.memlock", "app.affinity", "app.priority"):  # settings, not counts
+        assert there[check][0] == here[check][0], check
+    assert there["app.memlock"][0] == "WARN"
+    assert there["app.faults"][0] in ("WARN", "FAIL")  # it faults all the time
+    assert [t["tid"] for t in doc["facts"]["threads"]] == [p.pid]
+    assert rc_comm in (0, 1) and f"{named.name} ({q.pid}, 1 thread)" in out_comm, err_comm
+    wait_until(lambda: not left_behind(a), what="the sessions to end")

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <glob.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 
 #include "lib/atomicfile.h"
 #include "lib/jsonw.h"
+#include "lib/kmsg.h"
 #include "lib/outfile.h"
 #include "probe.h"
 #include "sysinfo.h"
@@ -23,6 +25,13 @@
 #define SI_SCHEMA 1
 #define SI_MAX_MATCHES 8192      /* files per glob pattern (e.g. processes) */
 #define SI_MAX_TOTAL (64u << 20) /* bytes of file content per document */
+#define SI_MAX_PIDS 64           /* processes of one --pid document */
+#define SI_KMSG_MAX (4u << 20)   /* bytes of the kernel log kept */
+
+struct si_pids {
+	long pid[SI_MAX_PIDS];
+	int n;
+};
 
 enum si_kind {
 	SI_TEXT,   /* JSON string in "files" */
@@ -126,6 +135,17 @@ static const struct si_entry si_table[] = {
 	{ NULL, 0, 0, NULL },
 };
 /* sysinfo-table-end */
+
+/* With --pid: only these files of each process (%p), for the application audit. */
+static const struct si_entry si_process_table[] = {
+	{ "/proc/%p/stat", SI_TEXT, 4 * K, NULL },
+	{ "/proc/%p/status", SI_TEXT, 16 * K, NULL },
+	{ "/proc/%p/limits", SI_TEXT, 16 * K, NULL },
+	{ "/proc/%p/task/[0-9]*/stat", SI_TEXT, 4 * K, NULL },
+	{ "/proc/%p/task/[0-9]*/status", SI_TEXT, 16 * K, NULL },
+	{ "/proc/%p/task/[0-9]*/sched", SI_TEXT, 16 * K, NULL },
+	{ NULL, 0, 0, NULL },
+};
 
 /* Growing byte buffer for one file's content. */
 struct sbuf {
@@ -340,26 +360,29 @@ static int emit_entry(struct jw *w, struct si_state *st, const struct si_entry *
 	return 0;
 }
 
-/* PATTERN with %r replaced by the kernel release. */
-static void expand(const char *pattern, const char *release, char *out, size_t len)
+/* PATTERN with %r replaced by the kernel release, or %p by the process ID. */
+static void expand(const char *pattern, const char *value, char *out, size_t len)
 {
 	const char *r = strstr(pattern, "%r");
 
 	if (!r)
+		r = strstr(pattern, "%p");
+	if (!r)
 		snprintf(out, len, "%s", pattern);
 	else
-		snprintf(out, len, "%.*s%s%s", (int)(r - pattern), pattern, release, r + 2);
+		snprintf(out, len, "%.*s%s%s", (int)(r - pattern), pattern, value, r + 2);
 }
 
-static int emit_kind(struct jw *w, struct si_state *st, const char *release, enum si_kind kind)
+static int emit_kind(struct jw *w, struct si_state *st, const struct si_entry *table,
+		     const char *value, enum si_kind kind)
 {
 	char pattern[512];
 	int ret;
 
-	for (const struct si_entry *e = si_table; e->pattern; e++) {
+	for (const struct si_entry *e = table; e->pattern; e++) {
 		if (e->kind != kind)
 			continue;
-		expand(e->pattern, release, pattern, sizeof(pattern));
+		expand(e->pattern, value, pattern, sizeof(pattern));
 		ret = emit_entry(w, st, e, pattern);
 		if (ret)
 			return ret;
@@ -367,7 +390,62 @@ static int emit_kind(struct jw *w, struct si_state *st, const char *release, enu
 	return 0;
 }
 
-static int sysinfo_write(FILE *f)
+/* The kernel log as "/dev/kmsg": every record still in the buffer, one per line as
+ * read (PRIO,SEQ,TS_US,FLAGS;TEXT), up to SI_KMSG_MAX bytes (then listed as cut). */
+static int emit_kmsg(struct jw *w, struct si_state *st)
+{
+	char rec[KMSG_RECORD_MAX + 1];
+	bool cut = false;
+	int fd, ret = 0;
+
+	st->buf.len = 0;
+	if (sbuf_add(&st->buf, "", 0))
+		return -ENOMEM;
+	fd = open(KMSG_PATH, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return 0; /* absent or not permitted: absent */
+	for (int i = 0; i < KMSG_READ_MAX; i++) {
+		ssize_t n = read(fd, rec, KMSG_RECORD_MAX);
+
+		if (n < 0 && (errno == EINTR || errno == EPIPE))
+			continue; /* EPIPE: overwritten while read, go on with the next */
+		if (n <= 0)
+			break; /* EAGAIN: the end */
+		if (st->buf.len + (size_t)n > SI_KMSG_MAX) {
+			cut = true;
+			break;
+		}
+		for (ssize_t j = 0; j < n; j++)
+			if (rec[j] == '\0')
+				rec[j] = ' ';
+		ret = sbuf_add(&st->buf, rec, (size_t)n);
+		if (ret)
+			break;
+	}
+	(void)close(fd);
+	if (ret)
+		return ret;
+	jw_kstr(w, KMSG_PATH, st->buf.p);
+	st->total += st->buf.len;
+	if (cut)
+		note_cut(st, KMSG_PATH);
+	return 0;
+}
+
+/* The files of each process of PIDS, then the kernel log. */
+static int emit_processes(struct jw *w, struct si_state *st, const struct si_pids *pids)
+{
+	char pid[24];
+	int ret = 0;
+
+	for (int i = 0; i < pids->n && !ret; i++) {
+		snprintf(pid, sizeof(pid), "%ld", pids->pid[i]);
+		ret = emit_kind(w, st, si_process_table, pid, SI_TEXT);
+	}
+	return ret ? ret : emit_kmsg(w, st);
+}
+
+static int sysinfo_write(FILE *f, const struct si_pids *pids)
 {
 	struct si_state *st = calloc(1, sizeof(*st));
 	struct utsname u;
@@ -392,14 +470,24 @@ static int sysinfo_write(FILE *f)
 	jw_kstr(&w, "version", u.version);
 	jw_kstr(&w, "machine", u.machine);
 	jw_obj_end(&w);
+	if (pids->n) {
+		jw_key(&w, "pids");
+		jw_arr_begin(&w);
+		for (int i = 0; i < pids->n; i++)
+			jw_int(&w, pids->pid[i]);
+		jw_arr_end(&w);
+	}
 	jw_key(&w, "files");
 	jw_obj_begin(&w);
-	ret = emit_kind(&w, st, u.release, SI_TEXT);
+	if (pids->n)
+		ret = emit_processes(&w, st, pids);
+	else
+		ret = emit_kind(&w, st, si_table, u.release, SI_TEXT);
 	jw_obj_end(&w);
 	jw_key(&w, "base64");
 	jw_obj_begin(&w);
-	if (!ret)
-		ret = emit_kind(&w, st, u.release, SI_BASE64);
+	if (!ret && !pids->n)
+		ret = emit_kind(&w, st, si_table, u.release, SI_BASE64);
 	jw_obj_end(&w);
 	jw_key(&w, "truncated");
 	jw_arr_begin(&w);
@@ -417,20 +505,48 @@ static int sysinfo_write(FILE *f)
 
 static void sysinfo_usage(FILE *f)
 {
-	fprintf(f, "usage: rtlab-probe sysinfo --json FILE\n\n"
-		   "Copy the /proc and /sys files the readiness audit reads into one JSON\n"
-		   "document (FILE, or - for standard output); audit it on a host with\n"
-		   "`rtlab audit --from FILE`. Nothing is changed on the system.\n");
+	fprintf(f,
+		"usage: rtlab-probe sysinfo --json FILE [--pid PID]...\n\n"
+		"Copy the /proc and /sys files the readiness audit reads into one JSON\n"
+		"document (FILE, or - for standard output); audit it on a host with\n"
+		"`rtlab audit --from FILE`. Nothing is changed on the system.\n\n"
+		"  --pid PID   instead, the /proc files of process PID (stat, status, limits,\n"
+		"              and stat, status, sched of each thread) and the kernel log\n"
+		"              (/dev/kmsg), for the application audit; repeatable, up to %d\n",
+		SI_MAX_PIDS);
 }
 
 static int sysinfo_fill(FILE *f, const void *arg)
 {
-	(void)arg;
-	return sysinfo_write(f);
+	return sysinfo_write(f, arg);
+}
+
+/* "--pid" VALUE: a process ID, once each, at most SI_MAX_PIDS. */
+static int add_pid(struct si_pids *pids, const char *value)
+{
+	char *end;
+	long pid;
+
+	errno = 0;
+	pid = strtol(value, &end, 10);
+	if (errno || end == value || *end || pid <= 0 || pid > INT32_MAX) {
+		fprintf(stderr, "rtlab-probe sysinfo: --pid \"%.40s\": not a process ID\n", value);
+		return -EINVAL;
+	}
+	for (int i = 0; i < pids->n; i++)
+		if (pids->pid[i] == pid)
+			return 0;
+	if (pids->n == SI_MAX_PIDS) {
+		fprintf(stderr, "rtlab-probe sysinfo: --pid: at most %d processes\n", SI_MAX_PIDS);
+		return -E2BIG;
+	}
+	pids->pid[pids->n++] = pid;
+	return 0;
 }
 
 int sysinfo_main(int argc, char **argv)
 {
+	struct si_pids pids = { 0 };
 	const char *out = NULL;
 	int ret, sig = 0;
 
@@ -441,6 +557,11 @@ int sysinfo_main(int argc, char **argv)
 		}
 		if (!strcmp(argv[i], "--json") && i + 1 < argc && !out) {
 			out = argv[++i];
+			continue;
+		}
+		if (!strcmp(argv[i], "--pid") && i + 1 < argc) {
+			if (add_pid(&pids, argv[++i]))
+				return EXIT_USAGE;
 			continue;
 		}
 		fprintf(stderr, "rtlab-probe sysinfo: unexpected argument \"%s\"\n", argv[i]);
@@ -455,7 +576,7 @@ int sysinfo_main(int argc, char **argv)
 			strerror(-ret));
 		return EXIT_USAGE;
 	}
-	ret = atomic_write(out, sysinfo_fill, NULL, &sig);
+	ret = atomic_write(out, sysinfo_fill, &pids, &sig);
 	if (ret == -EINTR && sig) {
 		fprintf(stderr,
 			"rtlab-probe sysinfo: --json: stopped by %s while waiting for a reader "

@@ -140,3 +140,54 @@ def test_document_is_written_whole(run_probe, tmp_path):
     path = tmp_path / "si.json"
     sysinfo(run_probe, path)
     assert not [p for p in tmp_path.iterdir() if p != path]  # no temporary file left
+
+
+def test_process_document_feeds_the_application_audit(run_probe, tmp_path):
+    """`sysinfo --pid`: only the processes' files and the kernel log; the application
+    audit reads the same facts from it as from the live files."""
+    from rtlab.system._app import sample_process
+
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        path = tmp_path / "p.json"
+        cp = run_probe(
+            "sysinfo", "--json", str(path), "--pid", str(sleeper.pid), "--pid", "2147483647"
+        )
+        assert cp.returncode == 0, cp.stderr
+        doc = json.loads(path.read_text())
+        snap = load_snapshot(path)
+        live = sample_process(LIVE_ROOT, sleeper.pid)
+        got = sample_process(snap, sleeper.pid)
+        has_sched = Path(f"/proc/{sleeper.pid}/task/{sleeper.pid}/sched").exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert doc["pids"] == [sleeper.pid, 2147483647] and doc["base64"] == {}
+    base = f"/proc/{sleeper.pid}"
+    task = f"{base}/task/{sleeper.pid}"
+    mine = {f"{base}/{n}" for n in ("stat", "status", "limits")}
+    mine |= {f"{task}/{n}" for n in ("stat", "status")}
+    mine |= {f"{task}/sched"} if has_sched else set()
+    assert set(doc["files"]) - {"/dev/kmsg"} == mine  # nothing of the absent process
+    if os.access("/dev/kmsg", os.R_OK):
+        assert doc["files"]["/dev/kmsg"].split(";", 1)[0].count(",") >= 3  # PRIO,SEQ,TS,FLAGS
+    assert got is not None and live is not None
+    assert (got.comm, got.vm_lck_kb, got.memlock_limit, sorted(got.threads)) == (
+        live.comm,
+        live.vm_lck_kb,
+        live.memlock_limit,
+        sorted(live.threads),
+    )
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "x", "1e3", "99999999999", ""])
+def test_bad_pid(run_probe, tmp_path, value):
+    cp = run_probe("sysinfo", "--json", str(tmp_path / "p.json"), "--pid", value)
+    assert cp.returncode == 2 and "--pid" in cp.stderr and "not a process ID" in cp.stderr
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_too_many_pids(run_probe, tmp_path):
+    args = [a for p in range(1, 66) for a in ("--pid", str(p))]
+    cp = run_probe("sysinfo", "--json", str(tmp_path / "p.json"), *args)
+    assert cp.returncode == 2 and "at most 64" in cp.stderr

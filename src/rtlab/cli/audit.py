@@ -32,6 +32,7 @@ from rtlab.system._app import MAX_WINDOW_S, MIN_WINDOW_S, pids_of, read_app_fact
 from rtlab.system._capture import capture
 from rtlab.system._checks_app import app_document, run_app_audit
 from rtlab.system._kconfig_fragment import VARIANTS, kconfig_fragment, settings
+from rtlab.targets import Target
 from rtlab.units import format_ns
 
 STYLE = {OK: "green", INFO: "cyan", WARN: "yellow", FAIL: "bold red"}
@@ -165,12 +166,16 @@ def audit(
     """
     if pids or comm is not None:
         others = {
-            "--from": from_file, "--target": target_spec, "--capture": capture_dir,
-            "--kconfig": kconfig, "--deadline": deadline, "--rt-cpus": rt_cpus,
+            "--from": from_file, "--capture": capture_dir, "--kconfig": kconfig,
+            "--deadline": deadline, "--rt-cpus": rt_cpus,
         }  # fmt: skip
         if given := [k for k, v in others.items() if v is not None]:
-            raise click.UsageError(f"--pid/--comm audit a process here: not with {given[0]}")
-        return audit_app(list(pids), comm, window, list(irqs), root_dir, as_json)
+            raise click.UsageError(f"--pid/--comm audit a running process: not with {given[0]}")
+        if target_spec is not None and root_dir:
+            raise click.UsageError("--target excludes --root")
+        check_app_options(list(pids), comm, window, list(irqs))
+        where = None if root_dir else open_target(target_spec, targets_path, accept_new_host_key)
+        return audit_app(list(pids), comm, window, list(irqs), root_dir, where, as_json)
     if irqs:
         raise click.UsageError("--irq needs --pid or --comm")
     target = None
@@ -246,40 +251,56 @@ def print_findings(out: Console, findings: list[Finding]) -> None:
     out.print("\n" + ", ".join(f"{n} {s}" for s, n in counts.items()))
 
 
+def check_app_options(pids: list[int], comm: str | None, window_ns: int, irqs: list[int]) -> None:
+    """UserError for a value of --pid, --comm, --window or --irq out of range."""
+    window_s = window_ns / 1e9
+    if not MIN_WINDOW_S <= window_s <= MAX_WINDOW_S:
+        raise UserError(
+            f"--window: {window_s:g} s is out of range ({MIN_WINDOW_S:g}..{MAX_WINDOW_S:g} s)"
+        )
+    if any(p <= 0 or p > 2**31 - 1 for p in pids):
+        raise UserError(f"--pid {min(pids)}: not a process ID")
+    if any(n < 0 for n in irqs):
+        raise UserError(f"--irq {min(irqs)}: not an IRQ number")
+    if comm is not None and (not comm or len(comm) > 64):
+        raise UserError(f"--comm {comm!r}: empty or longer than 64 characters")
+
+
 def audit_app(
     pids: list[int],
     comm: str | None,
     window_ns: int,
     irqs: list[int],
     root_dir: str | None,
+    where: Target | None,
     as_json: bool,
 ) -> int:
-    """`rtlab audit --pid/--comm`: the application's threads over the window."""
+    """`rtlab audit --pid/--comm`: the application's threads over the window, in the
+    tree ROOT_DIR or on the target WHERE (this machine, a board, a virtual machine)."""
     window_s = window_ns / 1e9
-    if not MIN_WINDOW_S <= window_s <= MAX_WINDOW_S:
-        raise UserError(
-            f"--window: {window_s:g} s is out of range ({MIN_WINDOW_S:g}..{MAX_WINDOW_S:g} s)"
-        )
-    if any(p <= 0 for p in pids):
-        raise UserError(f"--pid {min(pids)}: not a process ID")
-    if any(n < 0 for n in irqs):
-        raise UserError(f"--irq {min(irqs)}: not an IRQ number")
     tree = system_tree(root_dir, None)
-    root = tree if tree is not None else LIVE_ROOT
+    base = tree if tree is not None else where.root if where is not None else LIVE_ROOT
     if comm is not None:
-        if not comm or len(comm) > 64:
-            raise UserError(f"--comm {comm!r}: empty or longer than 64 characters")
-        found = pids_of(root, comm)
+        found = pids_of(base, comm)
         if not found:
-            raise UserError(f"--comm {comm}: no process of that name on {root.describe()}")
+            raise UserError(f"--comm {comm}: no process of that name on {base.describe()}")
         pids = pids + [p for p in found if p not in pids]
-    facts = read_app_facts(root, list(dict.fromkeys(pids)), window_s)
+    pids = list(dict.fromkeys(pids))
+    if where is None or tree is not None:
+        facts = read_app_facts(base, pids, window_s)
+    else:
+        proot = where.process_root(pids)
+        facts = read_app_facts(proot, pids, window_s, wait=proot.wait)
+    root = base
     findings = run_app_audit(facts, irqs)
     if as_json:
         print_json(app_document(facts, findings))
         return exit_status(findings)
     out = console()
-    names = ", ".join(f"{p['comm']} ({p['pid']}, {p['threads']} threads)" for p in facts.processes)
+    names = ", ".join(
+        f"{p['comm']} ({p['pid']}, {p['threads']} thread{'s' * (p['threads'] != 1)})"
+        for p in facts.processes
+    )
     s = facts.system
     out.print(
         line(

@@ -16,6 +16,7 @@ from rtlab.probe import Catalog, ProbeOutcome, Refusal
 from rtlab.probecall import ProbeCall
 from rtlab.records import CaseRecord
 from rtlab.system import Root, audit_system
+from rtlab.system._approot import ProcessRoot
 from rtlab.tune import setting_keys
 
 if TYPE_CHECKING:
@@ -57,6 +58,11 @@ class Target(ABC):
     def record(self) -> dict[str, Any] | None:
         """What an experiment's manifest keeps of it (`--resume` opens it again)."""
         return None
+
+    def process_root(self, pids: list[int]) -> ProcessRoot:
+        """What the application audit of PIDS reads there: its root for the system, the
+        processes' files read again after the window (here: the live files)."""
+        return ProcessRoot(self.root, pids, lambda: self.root)
 
     @property
     def virtualization(self) -> dict[str, Any] | None:

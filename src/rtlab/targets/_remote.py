@@ -20,6 +20,7 @@ from rtlab.probe import Catalog, ProbeOutcome, Refusal
 from rtlab.probecall import ProbeCall
 from rtlab.records import CaseRecord
 from rtlab.system import Root, SnapshotRoot, parse_cpulist
+from rtlab.system._approot import ProcessRoot
 from rtlab.targets._base import CheckFn, ProgressFn, Target
 from rtlab.targets._session import Result, Session
 from rtlab.targets._spec import LABGRID, TargetSpec
@@ -92,6 +93,12 @@ class Remote(Target):
     @property
     def id_name(self) -> str | None:
         return self.name
+
+    def process_root(self, pids: list[int]) -> ProcessRoot:
+        """The processes' files from the target's probe (`sysinfo --pid`), each time."""
+        assert self.session is not None
+        session = self.session
+        return ProcessRoot(self._root, pids, lambda: self._call(session.process_snapshot(pids)))
 
     def checker(self, calls: list[ProbeCall]) -> CheckFn:
         """The check of validate_with_probe, answered by the target's probe: every distinct

@@ -157,6 +157,18 @@ class Session:
             raise UnsupportedError(f"{self.label}: rtlab-probe sysinfo failed ({why})")
         return snapshot_from_bytes(got.stdout, f"{self.label}: rtlab-probe sysinfo")
 
+    async def process_snapshot(self, pids: list[int]) -> SnapshotRoot:
+        """The files of processes PIDS and the kernel log there (`rtlab-probe sysinfo
+        --pid`), for the application audit."""
+        args = [self.exe, "sysinfo", "--json", "-"]
+        for pid in pids:
+            args += ["--pid", str(pid)]
+        got = await self.run(quote(args))
+        if got.status != 0:
+            why = got.last_error(f"exit {got.status}")
+            raise UnsupportedError(f"{self.label}: rtlab-probe sysinfo --pid failed ({why})")
+        return snapshot_from_bytes(got.stdout, f"{self.label}: rtlab-probe sysinfo --pid")
+
     async def check_all(self, calls: list[ProbeCall]) -> dict[ProbeCall, Refusal | None]:
         """`rtlab-probe ... --check` of each call, in one script: up to the first refusal."""
         exe, lines = shlex.quote(self.exe), [f"cd {shlex.quote(self.dir)} || exit {EXIT_NO_DIR}"]
