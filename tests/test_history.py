@@ -233,3 +233,30 @@ def test_baseline_of_another_board_and_a_damaged_file_are_refused(rtlab, store, 
     rc, _, err = rtlab("baseline", "set", "board-a", a1, "--results", str(copy_))
     assert rc == 2 and "baselines.json" in err
     assert (copy_ / "baselines.json").read_bytes() == b"\xff" * 10  # left as it was
+
+
+def test_board_facts_read_through_a_fixture_root(tmp_path):
+    from rtlab.system import SysRoot, read_board
+
+    from .conftest import make_root
+
+    root = make_root(
+        tmp_path,
+        {
+            "etc/machine-id": "uninitialized\n",
+            "proc/device-tree/model": "Raspberry Pi 4 Model B Rev 1.4\0",
+            "sys/class/dmi/id/sys_vendor": "To Be Filled By O.E.M.\n",
+            "sys/class/dmi/id/board_name": "X570\n",
+        },
+    )
+    got = read_board(SysRoot(root))
+    assert got == {
+        "machine_id": None,  # an image's placeholder is no ID
+        "dmi": {"board_name": "X570"},
+        "dt_model": "Raspberry Pi 4 Model B Rev 1.4",
+    }
+    (root / "etc/machine-id").write_text(IDS["b"] + "\n")
+    (root / "proc/device-tree/model").unlink()
+    got = read_board(SysRoot(root))
+    assert got["machine_id"] == app_specific_id(IDS["b"]) and got["dt_model"] is None
+    assert board_identity({"hostname": "x", "board": got}).model == "X570"

@@ -120,12 +120,14 @@ class ExperimentRecord:
             return {}
         return migrate_fingerprint(data) if isinstance(data, dict) else {}
 
-    def board(self) -> BoardId:
+    def board(self, system: dict[str, Any] | None = None) -> BoardId:
         """The board it ran on (rtlab.system.board_identity): the target its manifest names
-        (a stored fingerprint of schema 3 names it too), else this machine's ID or name."""
+        (a stored fingerprint of schema 3 names it too), else the machine's ID or name
+        (SYSTEM: its fingerprint, when read already)."""
         target = self.manifest.target
         name = target.get("name") if isinstance(target, dict) else None
-        return board_identity(self.system(), name if isinstance(name, str) else None)
+        fp = self.system() if system is None else system
+        return board_identity(fp, name if isinstance(name, str) else None)
 
     def document_path(self, case: CaseRecord) -> Path:
         if not case.document:
@@ -334,7 +336,7 @@ class Store:
     def _upsert(self, db: sqlite3.Connection, rec: ExperimentRecord, st: os.stat_result) -> None:
         system = rec.system()
         m = rec.manifest
-        board = rec.board()
+        board = rec.board(system)
 
         def text(key: str) -> str | None:
             v = system.get(key)

@@ -28,8 +28,11 @@ def history_plot(rows: Sequence[HistoryRow], stat: Metric, board: str) -> Plot:
         fig = _figure(7.0, 3.4)
         ax = fig.add_subplot()
         for col in columns:
-            pts = [(x, r.values[col]) for x, r in zip(xs, rows, strict=True)]
-            pts = [(x, _us(v)) for x, v in pts if v is not None]
+            pts = [
+                (x, _us(v))
+                for x, r in zip(xs, rows, strict=True)
+                if (v := r.values.get(col)) is not None
+            ]
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=col)
         for x, r in zip(xs, rows, strict=True):

@@ -127,7 +127,8 @@ def board_identity(fingerprint_or_doc: dict[str, Any], target: str | None = None
     overrides what the fingerprint recorded. Works on every stored schema: what an older
     fingerprint lacks (the machine ID, the model, the target) is left out of the key."""
     fp = _fingerprint_of(fingerprint_or_doc) if isinstance(fingerprint_or_doc, dict) else {}
-    board = fp.get("board") if isinstance(fp.get("board"), dict) else {}
+    found = fp.get("board")
+    board: dict[str, Any] = found if isinstance(found, dict) else {}
     machine_id = _str(board.get("machine_id"))
     if machine_id is None and isinstance(fp.get("machine_id"), str):  # the audit's facts
         machine_id = _str(fp["machine_id"])
