@@ -149,15 +149,21 @@ def test_quick_preset_through_ssh_matches_a_local_run(env, rtlab):
     wait_until(lambda: not left_behind(a), what="the sessions to end")
 
 
-def test_two_servers_are_a_two_board_farm_and_one_down_fails_alone(env, rtlab, tmp_path):
-    _home, (a, b), results = env
+def _farm_file(tmp_path: Path, a, b, more: str = "") -> Path:
+    """tiny.toml, and a farm of board-a and board-b on servers A and B (MORE: after b)."""
     (tmp_path / "tiny.toml").write_text(TINY)
     farm = tmp_path / "farm.toml"
     farm.write_text(
         f'[board-a]\nhost = "127.0.0.1"\nport = {a.port}\nuser = "root"\n\n'
-        f'[board-b]\nhost = "127.0.0.1"\nport = {b.port}\nuser = "root"\nrt_cpus = "0"\n\n'
-        '[down]\nhost = "127.0.0.1"\nport = 1\nuser = "root"\n'
+        f'[board-b]\nhost = "127.0.0.1"\nport = {b.port}\nuser = "root"\n' + more
     )
+    return farm
+
+
+def test_two_servers_are_a_two_board_farm_and_one_down_fails_alone(env, rtlab, tmp_path):
+    _home, (a, b), results = env
+    down = '[down]\nhost = "127.0.0.1"\nport = 1\nuser = "root"\n'
+    farm = _farm_file(tmp_path, a, b, 'rt_cpus = "0"\n\n' + down)
     rc, out, err = rtlab(
         "farm", "run", "tiny.toml", "--targets", str(farm), "--jobs", "2", "--json"
     )
@@ -184,6 +190,41 @@ def test_two_servers_are_a_two_board_farm_and_one_down_fails_alone(env, rtlab, t
     assert html == results / summary["id"] / "report.html"
     text = html.read_text()
     assert "board-a" in text and "board-b" in text
+
+
+def test_two_ssh_boards_have_their_history_and_baselines(env, rtlab, tmp_path):
+    """Each board of a farm is its target; its identity is read there (sysinfo); the farm
+    compares each board that has a baseline with it, and a threshold every live run
+    exceeds (a fixed max above 1 ns) names the one board with a baseline as regressed."""
+    _home, (a, b), _results = env
+    farm = _farm_file(tmp_path, a, b)
+    run = ("farm", "run", "tiny.toml", "--targets", str(farm), "--json")
+    rc, out, err = rtlab(*run)
+    assert rc == 0, err
+    first = {t["name"]: t["experiment"] for t in json.loads(out)["targets"]}
+    assert json.loads(out)["baselines"] == {"boards": [], "regressed": []}
+    rc, out, err = rtlab("history", "--json")
+    boards = {x["name"]: x for x in json.loads(out)}
+    assert set(boards) == {"board-a", "board-b"}, boards
+    here = audit_system()[0]["board"]["machine_id"]
+    for name, board in boards.items():
+        assert board["board"] == f"target:{name}" and board["target"] == name
+        assert board["machine_id"] == here  # read on the target: the same machine here
+    assert rtlab("baseline", "set", "board-a", first["board-a"])[0] == 0
+    rc, out, err = rtlab(*run, "--fail-if", "max>1ns")
+    assert rc == 1, err
+    data = json.loads(out)
+    assert data["baselines"]["regressed"] == ["board-a"]
+    status = {x["board_name"]: x["status"] for x in data["baselines"]["boards"]}
+    assert status == {"board-a": "regressed", "board-b": "no baseline"}
+    second = {t["name"]: t["experiment"] for t in data["targets"]}
+    rc, out, err = rtlab("history", "board-a", "--json")
+    assert [e["id"] for e in json.loads(out)["experiments"]] == [
+        first["board-a"],
+        second["board-a"],
+    ]
+    rc, out, err = rtlab("compare", "--baseline", data["id"], "--fail-if", "max>1h")
+    assert rc == 0 and "board-a" in out and "NO BASELINE" in out, err
 
 
 def _session_chain(server, probe: int) -> list[int]:

@@ -33,13 +33,13 @@ from typing import Any
 from rtlab.errors import UserError
 from rtlab.probe import load_document
 from rtlab.records import CaseRecord, DamagedRecord, Manifest, SeriesRecord
-from rtlab.system import migrate_fingerprint, virtualization_of
+from rtlab.system import BoardId, board_identity, migrate_fingerprint, virtualization_of
 
 MANIFEST_FILE = "experiment.json"
 INDEX_NAME = "index.sqlite"
 LOCK_NAME = ".lock"
 #: Bumped when the index's table changes: an older index is rebuilt.
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 #: Columns of `Store.listing` rows, in display order.
 LISTING_COLUMNS = (
     "id",
@@ -53,6 +53,8 @@ LISTING_COLUMNS = (
     "preempt",
     "source",
     "label",
+    "board",
+    "board_name",
 )
 
 
@@ -117,6 +119,15 @@ class ExperimentRecord:
         except (OSError, UnicodeDecodeError, ValueError, RecursionError):
             return {}
         return migrate_fingerprint(data) if isinstance(data, dict) else {}
+
+    def board(self, system: dict[str, Any] | None = None) -> BoardId:
+        """The board it ran on (rtlab.system.board_identity): the target its manifest names
+        (a stored fingerprint of schema 3 names it too), else the machine's ID or name
+        (SYSTEM: its fingerprint, when read already)."""
+        target = self.manifest.target
+        name = target.get("name") if isinstance(target, dict) else None
+        fp = self.system() if system is None else system
+        return board_identity(fp, name if isinstance(name, str) else None)
 
     def document_path(self, case: CaseRecord) -> Path:
         if not case.document:
@@ -325,13 +336,14 @@ class Store:
     def _upsert(self, db: sqlite3.Connection, rec: ExperimentRecord, st: os.stat_result) -> None:
         system = rec.system()
         m = rec.manifest
+        board = rec.board(system)
 
         def text(key: str) -> str | None:
             v = system.get(key)
             return None if v is None else str(v)
 
         db.execute(
-            "INSERT OR REPLACE INTO experiments VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT OR REPLACE INTO experiments VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 rec.id,
                 rec.name,
@@ -344,6 +356,8 @@ class Store:
                 text("preempt_model"),
                 m.source,
                 m.label,
+                board.key,
+                board.name,
                 st.st_mtime_ns,
                 st.st_size,
             ),
@@ -391,7 +405,8 @@ def _init_index(db: sqlite3.Connection) -> None:
         "DROP TABLE IF EXISTS cases; DROP TABLE IF EXISTS experiments;"
         "CREATE TABLE experiments (id TEXT PRIMARY KEY, name TEXT, created_utc TEXT,"
         " complete INTEGER, done INTEGER, cases INTEGER, hostname TEXT, kernel TEXT,"
-        " preempt TEXT, source TEXT, label TEXT, mtime_ns INTEGER, size INTEGER);"
+        " preempt TEXT, source TEXT, label TEXT, board TEXT, board_name TEXT,"
+        " mtime_ns INTEGER, size INTEGER);"
         f"PRAGMA user_version = {INDEX_VERSION};"
     )
 

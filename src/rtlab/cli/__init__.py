@@ -18,10 +18,12 @@ from rtlab.errors import InternalError, OutputError, UnsupportedError, UserError
 #: `rtlab tune reset` start in a tenth of the time (it counts inside an emulated guest).
 COMMANDS = {
     "audit": "audit:audit",
+    "baseline": "baseline:baseline_group",
     "bench": "bench:bench_group",
     "compare": "compare:compare",
     "explain": "explain:explain",
     "farm": "farm:farm_group",
+    "history": "history:history",
     "import": "import_:import_group",
     "lava": "lava:lava_group",
     "list": "list_:list_cmd",

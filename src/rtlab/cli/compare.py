@@ -78,6 +78,13 @@ def _metric_list(text: str) -> tuple[list[Metric], list[int]]:
     help="exit 1 when a later experiment exceeds the first, e.g. 'p99>1.2x', 'max>+50us', "
     "'pwcet(1e-9)>100us'",
 )
+@click.option(
+    "--baseline",
+    "against_baseline",
+    is_flag=True,
+    help="compare each experiment with its own board's baseline (rtlab baseline set); "
+    "exit 1 when a board regressed",
+)
 @pwcet_options
 @results_option
 @output_options
@@ -86,6 +93,7 @@ def compare(
     deadline: int | None,
     metric_names: str,
     fail_if: tuple[str, ...],
+    against_baseline: bool,
     pwcet: str | None,
     pwcet_rate: str,
     results_dir: str,
@@ -98,10 +106,19 @@ def compare(
     Mann-Whitney rank test says whether the distributions differ. Exit 1 when a
     --fail-if threshold is exceeded. --pwcet P adds each side's latency exceeded with
     probability P per activation.
+
+    With --baseline, each experiment (a farm run's id stands for its boards') is
+    compared with its own board's baseline instead, and the exit status is 1 when a
+    board regressed (a --fail-if threshold exceeded against its baseline).
     """
     check_exclusive(as_json, as_csv)
+    if against_baseline:
+        if as_csv:
+            raise click.UsageError("--baseline has no --csv output (use --json)")
+        return _against_baselines(experiment_ids, deadline, metric_names, fail_if, pwcet,
+                                  pwcet_rate, results_dir, as_json)  # fmt: skip
     if len(experiment_ids) < 2:
-        raise click.UsageError("compare needs at least two experiments")
+        raise click.UsageError("compare needs at least two experiments (or --baseline)")
     wanted, bounds = _metric_list(metric_names)
     p, rate = resolve(pwcet, pwcet_rate)
     thresholds = [parse_fail_if(expr, rate) for expr in fail_if]
@@ -175,6 +192,38 @@ def compare(
             line(("NO VERDICT", "bold yellow"), f": {len(comp.failures)} --fail-if not judged")
         )
     return 1 if failures else 0
+
+
+def _against_baselines(
+    experiment_ids: tuple[str, ...],
+    deadline: int | None,
+    metric_names: str,
+    fail_if: tuple[str, ...],
+    pwcet: str | None,
+    pwcet_rate: str,
+    results_dir: str,
+    as_json: bool,
+) -> int:
+    from rtlab.cli._baselines import baselines_json, print_board_comparisons, regressed_boards
+    from rtlab.history import against_baselines
+    from rtlab.targets._farm import open_experiments
+
+    wanted, _ = _metric_list(metric_names)
+    p, rate = resolve(pwcet, pwcet_rate)
+    thresholds = [parse_fail_if(expr, rate) for expr in fail_if]
+    store = store_from(results_dir)
+    recs, _farm = open_experiments(store, list(experiment_ids))
+    if len({r.id for r in recs}) < len(recs):
+        raise UserError("an experiment is named twice")
+    results = against_baselines(store, recs, deadline, thresholds, () if p is None else (p,))
+    regressed = regressed_boards(results)
+    if as_json:
+        print_json(baselines_json(results))
+    else:
+        print_board_comparisons(results, wanted)
+        if not any(r.baseline for r in results):
+            click.echo("no board has a baseline: rtlab baseline set BOARD ID", err=True)
+    return 1 if regressed else 0
 
 
 def _ratio_cell(ratio: float | None) -> str:

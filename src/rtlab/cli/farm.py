@@ -8,6 +8,13 @@ from pathlib import Path
 
 import click
 
+from rtlab.analysis import metrics
+from rtlab.cli._baselines import (
+    baselines_json,
+    baselines_of_farm,
+    print_board_comparisons,
+    regressed_boards,
+)
 from rtlab.cli._common import (
     DURATION,
     console,
@@ -59,6 +66,14 @@ def farm_group() -> None:
 @click.option("--raw", is_flag=True, help="capture every sample")
 @click.option("--explain", type=DURATION, metavar="DUR", help="explain samples above DUR")
 @click.option(
+    "--fail-if",
+    "fail_if",
+    multiple=True,
+    metavar="EXPR",
+    help="judge each board against its baseline (rtlab baseline set), e.g. 'p99>1.2x'; "
+    "exit 1 when one regressed",
+)
+@click.option(
     "--accept-new-host-key",
     is_flag=True,
     help="record the host key of a target not in known_hosts yet (a changed key is refused)",
@@ -75,6 +90,7 @@ def farm_run(
     deadline: int | None,
     raw: bool,
     explain: int | None,
+    fail_if: tuple[str, ...],
     accept_new_host_key: bool,
     results_dir: str,
     as_json: bool,
@@ -84,10 +100,16 @@ def farm_run(
     fails does not stop the others; the summary says which failed and why. The boards'
     experiments are grouped under a farm run: `rtlab report FARM-ID` compares them.
 
-    Exit status: the worst of the targets' (0 ok, 1 a deadline exceeded, 6 conditions not
-    met, then 2 bad input, 3 unreachable or lost, 4 internal error, 5 output not written),
-    130 when interrupted.
+    Each board with a baseline (`rtlab baseline set`) is compared with it; with --fail-if,
+    a board that exceeds a threshold against its baseline regressed.
+
+    Exit status: the worst of the targets' (0 ok, 1 a deadline exceeded or a board
+    regressed, 6 conditions not met, then 2 bad input, 3 unreachable or lost, 4 internal
+    error, 5 output not written), 130 when interrupted.
     """
+    from rtlab.analysis import parse_fail_if
+
+    thresholds = [parse_fail_if(expr) for expr in fail_if]
     path = Path(targets_path)
     specs = list(read_targets(path).values())
     source, text = read_source(experiment)
@@ -108,6 +130,7 @@ def farm_run(
         run_farm(store, farm, argv, jobs or len(specs), lambda s: click.echo(visible(s), err=True))
     )
     report = _report(store, farm, deadline)
+    against = baselines_of_farm(store, member_records(store, farm), deadline, thresholds)
     warn_store(store)
     if as_json:
         print_json(
@@ -117,13 +140,17 @@ def farm_run(
                 "report": report,
                 "interrupted": interrupted,
                 "targets": farm.to_dict()["targets"],
+                "baselines": baselines_json(against),
             }
         )
     else:
         _print_summary(farm, report)
+        if against:
+            print_board_comparisons(against, metrics("median,p99,max"))
     if interrupted:
         return EXIT_INTERRUPTED
-    return worst_exit([m.exit_code or 0 for m in farm.members])
+    regressed = [1] if regressed_boards(against) else []
+    return worst_exit([m.exit_code or 0 for m in farm.members] + regressed)
 
 
 def _report(store: Store, farm: Farm, deadline: int | None) -> str | None:

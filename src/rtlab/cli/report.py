@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from rtlab.analysis import parse_pivot
+from rtlab.analysis import metrics, parse_pivot
+from rtlab.cli._baselines import baselines_json, baselines_of_farm, print_board_comparisons
 from rtlab.cli._common import (
     DURATION,
     EXIT_CONDITIONS,
@@ -101,7 +102,8 @@ def report(
     results_dir: str,
 ) -> int:
     """Write the HTML report of EXPERIMENT_IDS (the first is the comparison baseline); the
-    id of a farm run (`rtlab farm run`) stands for its boards' experiments.
+    id of a farm run (`rtlab farm run`) stands for its boards' experiments, and each board
+    with a baseline (`rtlab baseline set`) is compared with it.
 
     Verdict against the deadline, system and parameters, box plots against load,
     histograms, exceedance and latency-over-time plots, pivot tables (--pivot
@@ -165,9 +167,11 @@ def report(
         word: str | None = "CONDITIONS NOT MET"
     else:
         word = "FAIL" if status == EXIT_THRESHOLD else ("PASS" if judged else None)
+    against = baselines_of_farm(store, recs, deadline) if farm is not None else []
     if as_json:
         print_json(
             {
+                "baselines": baselines_json(against) if against else None,
                 "html": str(result.html),
                 "csv": [str(p) for p in result.csv],
                 "figures": result.figures,
@@ -191,4 +195,6 @@ def report(
         console(err=True).print(line(("warning", "yellow"), f": {warning}"))
     for text in lines:
         console().print(text)
+    if against:  # a farm run's boards, each against its baseline
+        print_board_comparisons(against, metrics("median,p99,max"))
     return status

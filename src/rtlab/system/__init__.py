@@ -12,6 +12,7 @@ from rtlab.system._audit import (
     exit_status,
     run_audit,
 )
+from rtlab.system._board import BoardId, board_identity, read_board
 from rtlab.system._cmdline import Cmdline, parse_isolcpus, split_cmdline
 from rtlab.system._cpus import MAX_CPUS, format_cpulist, parse_cpulist, parse_cpumask
 from rtlab.system._facts import Facts, parse_task_stat, read_facts
@@ -52,6 +53,7 @@ __all__ = [
     "UNKNOWN_VIRTUALIZATION",
     "VIRTUALIZATION_KINDS",
     "WARN",
+    "BoardId",
     "Cmdline",
     "Context",
     "Facts",
@@ -63,6 +65,7 @@ __all__ = [
     "SysRoot",
     "audit_document",
     "audit_system",
+    "board_identity",
     "collect_fingerprint",
     "exit_status",
     "fingerprint_from_facts",
@@ -77,6 +80,7 @@ __all__ = [
     "parse_isolcpus",
     "parse_task_stat",
     "preempt_model",
+    "read_board",
     "read_facts",
     "run_audit",
     "snapshot_from_bytes",

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rtlab.errors import UserError
+from rtlab.system._board import read_board
 from rtlab.system._cmdline import Cmdline
 from rtlab.system._cpus import parse_cpumask, system_cpulist
 from rtlab.system._isolation import isolated_cpus
@@ -69,6 +70,10 @@ class Facts:
     kernel_version: str | None = None
     hostname: str | None = None
     arch: str | None = None
+    # The board (_board.read_board): rtlab's hash of /etc/machine-id, DMI strings, DT model
+    machine_id: str | None = None
+    dmi: dict[str, str] = field(default_factory=dict)
+    dt_model: str | None = None
     realtime: bool = False
     config_source: str | None = None
     config: dict[str, str] = field(default_factory=dict)  # relevant CONFIG_* only
@@ -356,6 +361,8 @@ def read_facts(root: Root, rt_cpus: list[int] | None = None) -> Facts:
     f.kernel_version = root.read("proc/sys/kernel/version")
     f.hostname = root.read("proc/sys/kernel/hostname")
     f.arch = root.read("proc/sys/kernel/arch") or (platform.machine() if root.live else None)
+    board = read_board(root)
+    f.machine_id, f.dmi, f.dt_model = board["machine_id"], board["dmi"], board["dt_model"]
     realtime = root.read("sys/kernel/realtime")
     f.realtime = realtime == "1"
     config, f.config_source = kernel_config(root, f.kernel_release or "")

@@ -11,7 +11,8 @@ from rtlab.system._virt import FINGERPRINT_SCHEMA, virtualization_of
 
 
 def fingerprint_from_facts(facts: dict, live: bool = False) -> dict:
-    """system.json from the audit's facts (schema 2 added `virtualization`)."""
+    """system.json from the audit's facts (schema 2 added `virtualization`, 3 `board`: the
+    machine-ID hash, DMI strings, device-tree model and, set by the target, its name)."""
     uname = platform.uname() if live else None
     online = facts.get("cpus_online") or []
     return {
@@ -36,6 +37,12 @@ def fingerprint_from_facts(facts: dict, live: bool = False) -> dict:
         "smt_active": facts.get("smt_active"),
         "governors": facts.get("governors") or {},
         "virtualization": virtualization_of(facts),
+        "board": {
+            "machine_id": facts.get("machine_id"),
+            "dmi": facts.get("dmi") or {},
+            "dt_model": facts.get("dt_model"),
+            "target": None,
+        },
     }
 
 

@@ -54,7 +54,7 @@ DMI_NAMES = (
 MICROSOFT = "microsoft corporation"  # Hyper-V: this vendor with product "Virtual Machine"
 
 #: Fingerprint schema: 2 added `virtualization`.
-FINGERPRINT_SCHEMA = 2
+FINGERPRINT_SCHEMA = 3
 KINDS = ("none", "vm", "unknown")
 #: What a result stored before virtualization was recorded says about it.
 UNKNOWN: dict[str, Any] = {
@@ -202,10 +202,17 @@ def virt_warning(v: dict[str, Any]) -> str | None:
 
 def migrate_fingerprint(data: dict[str, Any]) -> dict[str, Any]:
     """A stored system.json brought to FINGERPRINT_SCHEMA: 1 -> 2 adds `virtualization`
-    ("unknown" unless a vm: target recorded it already)."""
+    ("unknown" unless a vm: target recorded it already); 2 -> 3 adds `board`, unknown
+    (the board of such an experiment is named by its manifest's target and its host name,
+    rtlab.system._board.board_identity)."""
+    from rtlab.system._board import UNKNOWN_BOARD
+
     schema = data.get("schema")
     if isinstance(schema, int) and schema >= FINGERPRINT_SCHEMA:
         return data
     out = dict(data, schema=FINGERPRINT_SCHEMA)
-    out["virtualization"] = virtualization_of(data)
+    if not isinstance(schema, int) or schema < 2:
+        out["virtualization"] = virtualization_of(data)
+    if not isinstance(out.get("board"), dict):
+        out["board"] = {**UNKNOWN_BOARD, "dmi": {}}
     return out

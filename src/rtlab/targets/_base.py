@@ -70,8 +70,11 @@ class Target(ABC):
         return None
 
     def audit(self, deadline_ns: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Its fingerprint (system.json) and audit (audit.json)."""
-        return audit_system(self.root, deadline_ns, self.rt_cpus, self.virtualization)
+        """Its fingerprint (system.json, with its name as the board's target) and audit
+        (audit.json)."""
+        system, audit = audit_system(self.root, deadline_ns, self.rt_cpus, self.virtualization)
+        system["board"]["target"] = self.name
+        return system, audit
 
     @abstractmethod
     def checker(self, calls: list[ProbeCall]) -> CheckFn:

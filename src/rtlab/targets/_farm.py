@@ -184,6 +184,8 @@ def farm_rows(store: Store) -> list[dict[str, Any]]:
                 "preempt": None,
                 "source": f"farm:{farm.source}",
                 "label": None,
+                "board": None,
+                "board_name": None,
             }
         )
     return rows
