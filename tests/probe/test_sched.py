@@ -360,3 +360,11 @@ def test_bad_selection_is_refused_in_one_line(meter_run, run_probe, args):
 def test_check_accepts_a_live_process(run_probe):
     cp = run_probe("sched", "--pid", str(os.getpid()), "--check")
     assert cp.returncode == 0, cp.stderr
+
+
+def test_check_takes_explain_and_its_maximum(run_probe):
+    pid = str(os.getpid())
+    cp = run_probe("sched", "--pid", pid, "--explain", "100us", "--explain-max", "5", "--check")
+    assert cp.returncode == 0, cp.stderr
+    cp = run_probe("sched", "--pid", pid, "--explain-max", "5", "--check")
+    assert cp.returncode == 2 and "--explain-max needs --explain" in cp.stdout + cp.stderr
