@@ -297,8 +297,15 @@ static void record(struct sched_trace *s, struct sched_thread *t, struct mthread
 		return;
 	sample_record(m, lat, cycle, ts);
 	if (s->x) {
-		struct explain_sample e = { m->index, t->tid,           cpu, cycle, ts - lat,
-					    lat,      timer ? slack : 0 };
+		struct explain_sample e = {
+			.thread = m->index,
+			.tid = t->tid,
+			.cpu = cpu,
+			.cycle = cycle,
+			.act_ns = ts - lat,
+			.lat_ns = lat,
+			.slack_ns = timer ? slack : 0,
+		};
 
 		explain_offer(s->x, &e);
 	}
