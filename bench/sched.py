@@ -46,7 +46,11 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=3000, help="activations per run (1 ms each)")
     ap.add_argument("--cpu", type=int, default=max(0, (os.cpu_count() or 1) - 1))
     ap.add_argument("--mode", choices=("abs", "timerfd", "rel"), default="abs")
+    ap.add_argument(
+        "--explain", metavar="THRESH", help="attached with --explain THRESH (its cost included)"
+    )
     a = ap.parse_args()
+    explain = ["--explain", a.explain] if a.explain else []
     probe = probe_path()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -65,7 +69,7 @@ def main() -> int:
                     out = tmp / "sched.json"
                     subprocess.run(
                         [probe, "sched", "--samples", "timer", "--quiet", "--json", str(out),
-                         "--duration", "1h", "--", *cmd],
+                         "--duration", "1h", *explain, "--", *cmd],
                         check=True, stdout=subprocess.DEVNULL,
                     )  # fmt: skip
                     attached.append(own_latencies(own))
@@ -77,6 +81,8 @@ def main() -> int:
     q = (50, 99)
     pp, pa = np.percentile(p_plain, q), np.percentile(p_att, q)
     print(f"program: {a.mode}, 1 ms, SCHED_FIFO 80 on CPU {a.cpu}; {a.rounds} rounds x {a.count}")
+    if a.explain:
+        print(f"rtlab attached with --explain {a.explain}")
     print("observer cost (the program's own latency, us)")
     print(f"  {'':18} {'p50':>8} {'p99':>8} {'max':>8}")
     print(f"  {'alone':18} {us(pp[0])} {us(pp[1])} {us(p_plain.max())}")

@@ -3,7 +3,8 @@
 #   a periodic SCHED_FIFO program's own latencies with and without rtlab attached,
 #   interleaved (observer cost: p50 and p99 ratios, target p50 ratio <= 1.15), and
 #   rtlab's figures against the program's own.
-#   bench/sched.sh [--rounds N] [--count N] [--cpu CPU] [--mode abs|timerfd|rel]   (as root)
+#   bench/sched.sh [--rounds N] [--count N] [--cpu CPU] [--mode abs|timerfd|rel]
+#                  [--explain THRESH]   (as root; --explain: its cost included)
 # Environment: PYTHON (default .venv/bin/python), RTLAB_PROBE (default: the installed one),
 # CC (default cc: builds tests/probe/progs/periodic.c).
 set -euo pipefail

@@ -52,7 +52,8 @@ def test_explain_reaches_the_cases_that_can_be_explained(rtlab, tmp_path):
 def test_explain_without_any_explainable_case_is_bad_usage(rtlab):
     rc, _, err = rtlab("run", "noise", "--explain", "100us", "--check")
     assert rc == 2
-    assert "no case of this experiment has a meter that can (wakeup, periodic, response)" in err
+    can = "(wakeup, periodic, response, sched)"
+    assert f"no case of this experiment has a meter that can {can}" in err
 
 
 @pytest.mark.parametrize("value", ["100", "-1us", "fast"])

@@ -132,6 +132,10 @@ struct meter {
 	void (*doc_json)(struct jw *w, const void *params, const struct mthread *threads, int n);
 	/* Samples are wake-ups of the measuring thread that --explain can explain. */
 	bool explainable;
+	/* --explain without an instance and markers of its own: the meter reads a trace of
+	 * its own, has explain_attach() add the events to it, feeds each line and offers each
+	 * sample (explain.h). */
+	bool explain_fed;
 	/* Optional: an array of the program image (.bss) that only this meter touches. Every
 	 * run unmaps its whole pages before it locks memory (meters_release_image), so that no
 	 * run locks it or counts it against RLIMIT_MEMLOCK; the meter maps what it uses again. */

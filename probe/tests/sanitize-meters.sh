@@ -151,6 +151,10 @@ run strict wakeup --check --loops 10
 if [ "$(id -u)" -eq 0 ]; then
 	run may-skip sched --duration 2s --quiet --json "$out/sched.json" --raw "$out/sched.raw" \
 		-- sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.02; done' && check_doc sched
+	# --explain: the reader feeds its trace to the explanation (every sample above 1 us)
+	run may-skip sched --duration 2s --quiet --json "$out/sched.json" --raw "$out/sched.raw" \
+		--explain 1us --explain-max 20 -- sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.02; done' &&
+		check_doc sched
 else
 	echo "skip (needs root and tracefs): sched"
 fi

@@ -3,6 +3,8 @@
  * expiry while the thread still runs, preemptions, migrations, a CLOCK_REALTIME timer,
  * timers of other tasks ignored. With arguments FILE TID: replay a recorded trace. */
 #include "check.h"
+#include "lib/explain.h"
+#include "lib/explain_priv.h"
 #include "lib/hist.h"
 #include "lib/sampler.h"
 #include "lib/series.h"
@@ -149,6 +151,86 @@ static void test_realtime_clock(void)
 	CHECK(st.th[0].non_mono_clock);
 }
 
+/* --explain fed by the meter: a thread with 50 us of timer slack is due at 500.001000;
+ * "hog" (pid 9) holds CPU 1, the timer fires at 500.001052 (its stack follows on the
+ * merged trace_pipe, a line of CPU 0 after it), and hog keeps the CPU until 500.001400. */
+static void test_explained(void)
+{
+	static struct explain x;
+	static struct explain_thread xt;
+	static struct xcpu cpus[2];
+	const struct xspike *k;
+	int64_t sum;
+
+	memset(&x, 0, sizeof(x));
+	x.threshold_ns = 100000;
+	x.max = 2;
+	x.clock_mono = x.fed = x.stacks_recorded = true;
+	x.ncpus = 2;
+	x.cpus = cpus;
+	x.nthreads = 1;
+	x.th = &xt;
+	x.kept = calloc(2, sizeof(*x.kept));
+	for (int c = 0; c < 2; c++) {
+		cpus[c].cpu = c;
+		CHECK_INT(xring_init(&cpus[c].ring, 256), 0);
+		CHECK_INT(xstacks_init(&cpus[c].stacks, 8), 0);
+	}
+	reset(500);
+	st.x = &x;
+	feed("  rt-500 [001] d..1. 500.000010: hrtimer_start: hrtimer=00000000a1 function="
+	     "hrtimer_wakeup expires=500001050000 softexpires=500001000000 mode=ABS was_armed=0");
+	feed(SW("500.000012", 1, "rt", 500, "S", "swapper/1", 0));
+	feed(SW("500.000900", 1, "swapper/1", 0, "R", "hog", 9));
+	feed("  hog-9 [001] d.h.. 500.001052: hrtimer_expire_entry: hrtimer=00000000a1 "
+	     "function=hrtimer_wakeup now=500001051000");
+	feed("  hog-9 [001] d.h1. 500.001052: <stack trace>");
+	feed(" => __hrtimer_run_queues+0x1f5/0x250");
+	feed(" => asm_sysvec_apic_timer_interrupt+0x16/0x20");
+	feed(" => clear_page_erms+0x7/0x10");
+	feed("  w-8 [000] d..2. 500.001052: sched_waking: comm=x pid=77 prio=120 target_cpu=000");
+	feed("  hog-9 [001] d.h2. 500.001053: sched_waking: comm=rt pid=500 prio=120 "
+	     "target_cpu=001");
+	feed("  hog-9 [001] dNh.. 500.001054: hrtimer_expire_exit: hrtimer=00000000a1");
+	feed(SW("500.001400", 1, "hog", 9, "R", "rt", 500));
+	CHECK_INT(th[0].count, 1);
+	CHECK_INT(th[0].max_ns, 400000); /* from the soft expiry: the slack is latency too */
+	CHECK_INT(x.nkept, 1);
+	CHECK_INT(xt.marked, 1);
+	k = &x.kept[0];
+	CHECK_INT(k->m.lat_ns, 400000);
+	CHECK_INT(k->cpu, 1);
+	CHECK_INT(k->tid, 500);
+	CHECK_INT(k->causes[0].kind, XK_THREAD);
+	CHECK_INT(k->causes[0].id, 9);
+	CHECK_INT(k->causes[0].ns, 346000);
+	CHECK(strstr(k->verdict, "thread `hog` (PID 9") != NULL);
+	sum = k->unexplained_ns;
+	for (int i = 0; i < k->ncauses; i++) {
+		sum += k->causes[i].ns;
+		if (k->causes[i].kind == XK_SLACK)
+			CHECK_INT(k->causes[i].ns, 50000);
+	}
+	CHECK_INT(sum, 400000);
+	CHECK_INT(k->switched_ns, 400000);
+	CHECK_INT(k->stack_why, XSW_OK);
+	CHECK_INT(k->stack.nframes, 3);
+	CHECK(!strcmp(xstack_frame_at(&k->stack, 2), "clear_page_erms+0x7/0x10"));
+	/* a sample below the threshold is not explained */
+	feed(SW("500.001500", 1, "rt", 500, "S", "hog", 9));
+	feed("  hog-9 [001] d..2. 500.001600: sched_waking: comm=rt pid=500 prio=120 "
+	     "target_cpu=001");
+	feed(SW("500.001650", 1, "hog", 9, "R", "rt", 500));
+	CHECK_INT(th[0].count, 2);
+	CHECK_INT(x.nkept, 1);
+	st.x = NULL;
+	for (int c = 0; c < 2; c++) {
+		xring_free(&cpus[c].ring);
+		xstacks_free(&cpus[c].stacks);
+	}
+	free(x.kept);
+}
+
 static int replay(const char *path, pid_t tid)
 {
 	char line[4096];
@@ -177,5 +259,6 @@ int main(int argc, char **argv)
 	test_wakeup_and_overrun();
 	test_realtime_clock();
 	test_untraced_switch();
+	test_explained();
 	return check_report("test_sched_trace");
 }

@@ -132,7 +132,7 @@ static void test_parse(void)
 
 static void test_marker(void)
 {
-	struct xmark m = { 2, 12345, 1000000000123LL, 456789, 1000000500000LL }, back;
+	struct xmark m = { 2, 12345, 1000000000123LL, 456789, 1000000500000LL, 0 }, back;
 	char buf[200], line[300];
 
 	xmark_format(&m, buf, sizeof(buf));
@@ -202,7 +202,7 @@ static void test_attribution(void)
 {
 	struct xring r;
 	struct xspike *x = calloc(1, sizeof(*x));
-	struct xmark m = { 0, 7, 1000000100000LL, 350000, 0 };
+	struct xmark m = { 0, 7, 1000000100000LL, 350000, 0, 0 };
 	int64_t sum = 0;
 
 	CHECK_INT(xring_init(&r, 64), 0);
@@ -283,6 +283,72 @@ static void test_attribution(void)
 	for (int i = 0; i < x->ncauses; i++)
 		sum += x->causes[i].ns;
 	CHECK_INT(sum, m.lat_ns);
+	xring_free(&r);
+	free(x);
+}
+
+/*
+ * The sched meter's window: it ends at the switch-in itself, and a timer with slack
+ * (SCHED_OTHER: 50 µs) may fire that long after the activation (1000 s + 100 µs).
+ * A thread "hog" (pid 42) runs; the timer fires at its hard expiry + 2 µs, wakes pid
+ * 500, and hog keeps the CPU until the switch into pid 500 at 300 µs, the end.
+ */
+static void test_sched_window(void)
+{
+	struct xring r;
+	struct xspike *x = calloc(1, sizeof(*x));
+	struct xmark m = { 0, 3, 1000000100000LL, 200000, 0, 50000 };
+
+	CHECK_INT(xring_init(&r, 64), 0);
+	push(&r, 0,
+	     "  x-9 [001] d..2. %lld.%06lld: sched_switch: prev_comm=x prev_pid=9 "
+	     "prev_prio=120 prev_state=S ==> next_comm=hog next_pid=42 next_prio=120");
+	push(&r, 152, "  hog-42 [001] d.h1. %lld.%06lld: local_timer_entry: vector=236");
+	push(&r, 153,
+	     "  hog-42 [001] d.h1. %lld.%06lld: hrtimer_expire_entry: hrtimer=0000 "
+	     "function=hrtimer_wakeup now=1");
+	push(&r, 153,
+	     "  hog-42 [001] d.h1. %lld.%06lld: sched_waking: comm=app pid=500 prio=120 "
+	     "target_cpu=001");
+	push(&r, 154, "  hog-42 [001] d.h1. %lld.%06lld: hrtimer_expire_exit: hrtimer=0000");
+	push(&r, 154, "  hog-42 [001] d.h1. %lld.%06lld: local_timer_exit: vector=236");
+	push(&r, 300,
+	     "  hog-42 [001] d..2. %lld.%06lld: sched_switch: prev_comm=hog prev_pid=42 "
+	     "prev_prio=120 prev_state=R ==> next_comm=app next_pid=500 next_prio=120");
+	xattr_explain(&r, &m, 1, 500, 0, 100000, x);
+	CHECK_INT(cause_ns(x, "timer slack"), 50000);
+	CHECK_INT(x->unexplained_ns, 2000); /* after the hard expiry, before the interrupt */
+	CHECK_INT(cause_ns(x, "local_timer"), 1000);
+	CHECK_INT(cause_ns(x, "hrtimer_wakeup"), 1000);
+	CHECK_INT(cause_ns(x, "hog"), 146000); /* up to the switch line, which names it */
+	CHECK_INT(x->woken_ns, 53000);
+	CHECK_INT(x->switched_ns, 200000);
+	CHECK(strstr(x->verdict, "thread `hog` (PID 42") != NULL);
+	CHECK_INT(x->seg[x->nseg - 1].kind, XK_THREAD);
+	CHECK_INT(x->seg[x->nseg - 1].end_ns, 200000);
+
+	/* The slack itself is the main cause: an idle CPU, the timer at its hard expiry. */
+	m.lat_ns = 52000;
+	xring_free(&r);
+	CHECK_INT(xring_init(&r, 64), 0);
+	push(&r, 0, TO_IDLE);
+	push(&r, 150,
+	     "  <idle>-0 [001] d.h1. %lld.%06lld: hrtimer_expire_entry: hrtimer=0000 "
+	     "function=hrtimer_wakeup now=1");
+	push(&r, 150,
+	     "  <idle>-0 [001] d.h1. %lld.%06lld: sched_waking: comm=app pid=500 "
+	     "prio=120 target_cpu=001");
+	push(&r, 151, "  <idle>-0 [001] d.h1. %lld.%06lld: hrtimer_expire_exit: hrtimer=0000");
+	push(&r, 152,
+	     "  <idle>-0 [001] d..2. %lld.%06lld: sched_switch: prev_comm=swapper/1 "
+	     "prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=app next_pid=500 "
+	     "next_prio=120");
+	xattr_explain(&r, &m, 1, 500, 0, 100000, x);
+	CHECK_INT(cause_ns(x, "timer slack"), 50000);
+	CHECK_INT(cause_ns(x, "hrtimer_wakeup"), 1000);
+	CHECK_INT(x->unexplained_idle_ns, 1000);
+	CHECK_INT(x->causes[0].kind, XK_SLACK);
+	CHECK(!strncmp(x->verdict, "timer slack 50 µs", strlen("timer slack 50 µs")));
 	xring_free(&r);
 	free(x);
 }
@@ -371,7 +437,7 @@ static void test_spike_stack(void)
 {
 	struct xring r;
 	struct xspike *x = calloc(1, sizeof(*x));
-	struct xmark m = { 0, 7, T0 + 100000, 350000, 0 };
+	struct xmark m = { 0, 7, T0 + 100000, 350000, 0, 0 };
 
 	CHECK_INT(xring_init(&r, 64), 0);
 	push(&r, 0,
@@ -472,6 +538,7 @@ int main(void)
 	test_parse();
 	test_marker();
 	test_attribution();
+	test_sched_window();
 	test_lines();
 	test_kernel_versions();
 	test_store();

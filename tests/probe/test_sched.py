@@ -8,6 +8,7 @@ rtlab's falls inside the window [target, woke] of exactly one of the program's a
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -214,6 +215,115 @@ def test_command_stopped_by_pid_at_the_end(probe, progs, tmp_path):
     assert doc["threads"][0]["count"] > 0
 
 
+SPINNER = Path(__file__).with_name("spinner.py")
+PLANT = "rtlab-interfere"
+
+
+@pytest.fixture(scope="module")
+def interfered(probe, progs, tracefs, tmp_path_factory):
+    """The periodic program (FIFO 80) observed with --explain while a planted SCHED_FIFO 90
+    spinner on its CPU busy-runs 600 us every 10 ms: (document, its path, spinner PID)."""
+    if not is_root():
+        pytest.skip("needs root for SCHED_FIFO and tracefs")
+    cpus = online_cpus()
+    if len(cpus) < 2:
+        pytest.skip("needs a CPU for the trace reader besides the measured one")
+    tmp = tmp_path_factory.mktemp("interfered")
+    spin = subprocess.Popen(
+        [sys.executable, str(SPINNER), str(cpus[-1]), "90", "600", "10", PLANT],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert spin.stdout.readline().strip() == "ready"
+        cp, doc, _ = run_sched(
+            probe,
+            tmp,
+            "--explain", "100us", "--explain-max", "20",
+            "--main-cpus", str(cpus[0]),  # the reader off the measured CPU
+            "--duration", "20s",
+            "--",
+            str(progs / "periodic"), "abs", str(PERIOD_US), "3000", str(tmp / "own.txt"),
+            str(cpus[-1]), "80",
+        )  # fmt: skip
+    finally:
+        spin.kill()
+        spin.wait()
+    assert cp.returncode == 0, cp.stderr
+    return doc, tmp / "sched.json", spin.pid
+
+
+def named(spike: dict, pid: int) -> bool:
+    """The spinner is the spike's main cause, with more than half of its latency."""
+    c = spike["causes"][0] if spike["causes"] else {}
+    return (
+        c.get("kind") == "thread"
+        and c.get("name") == PLANT
+        and c.get("pid") == pid
+        and c["ns"] * 2 > spike["latency_ns"]
+    )
+
+
+def test_the_planted_interferer_is_named_for_the_worst_samples(interfered):
+    doc, _, pid = interfered
+    explain, spikes = doc["explain"], doc["spikes"]
+    [t] = doc["threads"]
+    assert explain["status"] == "ok", explain
+    assert explain["instance"] == doc["sched"]["instance"]  # the meter's own instance
+    assert not (TRACEFS / "instances" / explain["instance"]).exists()
+    assert {"irq:irq_handler_entry", "irq:softirq_entry", "timer:hrtimer_expire_entry"} <= set(
+        explain["events"]
+    )
+    assert explain["trace_clock"] == "mono" and explain["lost_events"] == 0
+    assert 3 <= len(spikes) <= 20
+    assert explain["marked"] >= len(spikes)
+    lat = [s["latency_ns"] for s in spikes]
+    assert lat == sorted(lat, reverse=True)
+    # The worst sample is explained, and it is the sample of the thread's worst[]: its
+    # activation is the worst entry's switch-in minus its latency.
+    assert lat[0] == t["max_ns"]
+    worst = max(t["worst"], key=lambda w: w["latency_ns"])
+    assert spikes[0]["t_ns"] == worst["t_ns"] - worst["latency_ns"]
+    for s in spikes:
+        assert s["thread"] == 0 and 0 <= s["cycle"] < t["count"]
+        assert s["latency_ns"] > explain["threshold_ns"]
+        causes = s["causes"]
+        assert sum(c["ns"] for c in causes) + s["unexplained_ns"] == s["latency_ns"]
+        assert [c["ns"] for c in causes] == sorted((c["ns"] for c in causes), reverse=True)
+        assert not any(c["name"] == "timer slack" for c in causes)  # FIFO: no slack
+        tl = s["timeline"]
+        assert tl[-1]["end_ns"] == s["latency_ns"]
+        assert all(a["end_ns"] == b["start_ns"] for a, b in itertools.pairwise(tl))
+        # the program is switched in at the end of the window: the sample ends there
+        assert s["switched_in_ns"] is None or 0 <= s["switched_in_ns"] <= s["latency_ns"]
+    hit = [s for s in spikes if named(s, pid)]
+    assert len(hit) * 2 > len(spikes), " | ".join(s["verdict"] for s in spikes)
+    top = hit[0]["causes"][0]
+    assert top["policy"] == "fifo" and top["priority"] == 90
+    assert f"`{PLANT}` (PID {pid}, fifo 90)" in hit[0]["verdict"]
+    assert any(g["kind"] == "thread" and g.get("pid") == pid for g in hit[0]["timeline"])
+
+
+def test_rtlab_explain_of_an_imported_sched_document_names_the_interferer(
+    rtlab, interfered, tmp_path
+):
+    _, path, pid = interfered
+    results = ["--results", str(tmp_path / "r")]
+    rc, out, err = rtlab("import", "probe", str(path), *results, "--json")
+    assert rc == 0, err
+    exp = json.loads(out)["id"]
+    rc, out, err = rtlab("explain", exp, *results)
+    assert rc == 0, err
+    assert f"`{PLANT}` (PID {pid}, fifo 90)" in out
+    rc, out, err = rtlab("explain", exp, *results, "--json")
+    assert rc == 0, err
+    [case] = json.loads(out)["cases"]
+    assert case["case"] is not None and len(case["spikes"]) >= 3
+    # summed over the spikes (a stall of the machine itself may weigh more: not asserted)
+    [plant] = [c for c in case["summary"] if c["name"] == PLANT]
+    assert plant["kind"] == "thread" and pid in plant["pids"] and plant["spikes"] >= 2
+
+
 def dead_pid() -> int:
     p = subprocess.Popen(["true"])
     p.wait()
@@ -250,3 +360,11 @@ def test_bad_selection_is_refused_in_one_line(meter_run, run_probe, args):
 def test_check_accepts_a_live_process(run_probe):
     cp = run_probe("sched", "--pid", str(os.getpid()), "--check")
     assert cp.returncode == 0, cp.stderr
+
+
+def test_check_takes_explain_and_its_maximum(run_probe):
+    pid = str(os.getpid())
+    cp = run_probe("sched", "--pid", pid, "--explain", "100us", "--explain-max", "5", "--check")
+    assert cp.returncode == 0, cp.stderr
+    cp = run_probe("sched", "--pid", pid, "--explain-max", "5", "--check")
+    assert cp.returncode == 2 and "--explain-max needs --explain" in cp.stdout + cp.stderr

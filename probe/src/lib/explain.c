@@ -13,6 +13,7 @@
 #include "explain.h"
 #include "explain_priv.h"
 #include "jsonw.h"
+#include "probe.h"
 #include "run.h"
 #include "timeutil.h"
 #include "tracefs.h"
@@ -131,7 +132,7 @@ static void setup_stacks(struct explain *x)
 }
 
 /* Remove the trigger (the instance cannot go while an event has one). */
-static void remove_stacks(struct explain *x)
+void explain_remove_stacks(struct explain *x)
 {
 	char undo[sizeof(x->stack_trigger) + 1];
 
@@ -140,6 +141,22 @@ static void remove_stacks(struct explain *x)
 	snprintf(undo, sizeof(undo), "!%s", x->stack_trigger);
 	(void)tracefs_write(&x->inst, "events/timer/hrtimer_expire_entry/trigger", undo);
 	x->stacks_on = false;
+}
+
+/* The events and the stack trigger of the explanation in x->inst; -errno without
+ * sched_switch (the others are taken where the kernel has them). */
+int explain_enable_events(struct explain *x)
+{
+	int rc;
+
+	for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
+		if (!wanted[i][1])
+			enable_system(x, wanted[i][0]);
+		else if ((rc = enable(x, wanted[i][0], wanted[i][1])) && i == 0)
+			return rc;
+	}
+	setup_stacks(x);
+	return 0;
 }
 
 static void keep(struct explain *x, const struct xspike *s)
@@ -167,23 +184,19 @@ static bool worth_explaining(const struct explain *x, int64_t lat_ns)
 	return false;
 }
 
-static void on_marker(struct explain *x, struct xcpu *c, const struct xev *ev, const char *text)
+/* Explain M (thread TID) from CPU C's recent events when it can still be kept. */
+void explain_one(struct explain *x, struct xcpu *c, const struct xmark *m, pid_t tid)
 {
-	struct xmark m;
 	int64_t offset, lookback;
 
-	if (xmark_parse(text, &m) || m.thread >= x->nthreads)
-		return; /* someone else's marker in our instance: not possible, but harmless */
-	x->markers_seen++;
-	if (!worth_explaining(x, m.lat_ns))
+	if (!worth_explaining(x, m->lat_ns))
 		return;
 	/* trace clock - CLOCK_MONOTONIC: 0 for "mono", else from the marker's own time */
-	offset = x->clock_mono ? 0 : ev->ts_ns - m.write_ns;
-	lookback = m.lat_ns < LOOKBACK_MIN_NS   ? LOOKBACK_MIN_NS
-		   : m.lat_ns > LOOKBACK_MAX_NS ? LOOKBACK_MAX_NS
-						: m.lat_ns;
-	xattr_explain(&c->ring, &m, c->cpu, x->threads[m.thread].tid, offset, lookback,
-		      &x->scratch);
+	offset = x->clock_mono ? 0 : x->mark_ts_ns - m->write_ns;
+	lookback = m->lat_ns < LOOKBACK_MIN_NS   ? LOOKBACK_MIN_NS
+		   : m->lat_ns > LOOKBACK_MAX_NS ? LOOKBACK_MAX_NS
+						 : m->lat_ns;
+	xattr_explain(&c->ring, m, c->cpu, tid, offset, lookback, &x->scratch);
 	if (x->scratch.stack_id) {
 		const struct xstack *st = xstacks_get(&c->stacks, x->scratch.stack_id);
 
@@ -197,6 +210,35 @@ static void on_marker(struct explain *x, struct xcpu *c, const struct xev *ev, c
 	keep(x, &x->scratch);
 }
 
+static void on_marker(struct explain *x, struct xcpu *c, const struct xev *ev, const char *text)
+{
+	struct xmark m = { 0 };
+
+	if (xmark_parse(text, &m) || m.thread >= x->nthreads)
+		return; /* someone else's marker in our instance: not possible, but harmless */
+	x->markers_seen++;
+	x->mark_ts_ns = ev->ts_ns;
+	explain_one(x, c, &m, x->threads[m.thread].tid);
+}
+
+void explain_event(struct explain *x, struct xcpu *c, const struct xev *ev, const char *mark)
+{
+	if (ev->type == XE_STACK) {
+		x->stacks_read++;
+		(void)xring_attach_stack(&c->ring, ev->ts_ns, xstacks_begin(&c->stacks));
+		return;
+	}
+	if (ev->type == XE_MARK) {
+		if (mark && !x->fed)
+			on_marker(x, c, ev, mark);
+		return;
+	}
+	if (ev->type == XE_LOST)
+		x->lost_events += (uint64_t)ev->num;
+	if (ev->type != XE_NONE)
+		xring_push(&c->ring, ev);
+}
+
 static void on_line(struct explain *x, struct xcpu *c, const char *line)
 {
 	const char *mark;
@@ -205,22 +247,8 @@ static void on_line(struct explain *x, struct xcpu *c, const char *line)
 
 	if (!xstacks_frame(&c->stacks, line))
 		return;
-	if (xtrace_parse(line, &ev, &cpu, &mark))
-		return;
-	if (ev.type == XE_STACK) {
-		x->stacks_read++;
-		(void)xring_attach_stack(&c->ring, ev.ts_ns, xstacks_begin(&c->stacks));
-		return;
-	}
-	if (ev.type == XE_MARK) {
-		if (mark)
-			on_marker(x, c, &ev, mark);
-		return;
-	}
-	if (ev.type == XE_LOST)
-		x->lost_events += (uint64_t)ev.num;
-	if (ev.type != XE_NONE)
-		xring_push(&c->ring, &ev);
+	if (!xtrace_parse(line, &ev, &cpu, &mark))
+		explain_event(x, c, &ev, mark);
 }
 
 struct drain_ctx {
@@ -310,13 +338,8 @@ static int open_trace(struct explain *x, const struct run *r)
 	for (int i = 0; i < x->ncpus; i++)
 		if ((rc = tracefs_set_buffer_kb(&x->inst, x->cpus[i].cpu, TRACE_KB_TRACED)))
 			return fail_setup(x, rc, "cannot size the trace buffers");
-	for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
-		if (!wanted[i][1])
-			enable_system(x, wanted[i][0]);
-		else if ((rc = enable(x, wanted[i][0], wanted[i][1])) && i == 0)
-			return fail_setup(x, rc, "the kernel has no sched:sched_switch event");
-	}
-	setup_stacks(x);
+	if ((rc = explain_enable_events(x)))
+		return fail_setup(x, rc, "the kernel has no sched:sched_switch event");
 	for (int i = 0; i < x->ncpus; i++) {
 		snprintf(path, sizeof(path), "%s/per_cpu/cpu%d/trace_pipe", x->inst.path,
 			 x->cpus[i].cpu);
@@ -344,8 +367,9 @@ static void close_trace(struct explain *x)
 	}
 	if (x->inst.path[0]) {
 		(void)tracefs_write(&x->inst, "tracing_on", "0");
-		remove_stacks(x);
-		(void)tracefs_instance_remove(&x->inst);
+		explain_remove_stacks(x);
+		if (!x->fed) /* a meter's own instance goes with the meter */
+			(void)tracefs_instance_remove(&x->inst);
 	}
 }
 
@@ -394,6 +418,12 @@ int explain_start(struct run *r, char *err, size_t errlen)
 	if ((rc = alloc_explain(x, r))) {
 		snprintf(err, errlen, "out of memory for --explain");
 		return rc;
+	}
+	if (r->m->explain_fed) { /* the meter's trace comes through explain_feed() */
+		x->fed = true;
+		x->clock_mono = true;
+		snprintf(x->clock, sizeof(x->clock), "mono");
+		return 0;
 	}
 	if (!(rc = open_trace(x, r))) {
 		(void)pthread_attr_init(&attr);
@@ -460,7 +490,7 @@ void explain_mark(struct mthread *t, int64_t v, uint64_t cycle, int64_t now_ns)
 {
 	struct explain *x = ((struct run *)t->run)->explain;
 	struct explain_thread *s = &x->th[t->index];
-	struct xmark m = { t->index, cycle, now_ns - v, v, 0 };
+	struct xmark m = { t->index, cycle, now_ns - v, v, 0, 0 };
 	char buf[200];
 	int n, low = 0;
 

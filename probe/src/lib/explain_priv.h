@@ -1,4 +1,5 @@
-/* The state of --explain, shared by explain.c (capture) and explain_doc.c (output). */
+/* The state of --explain, shared by explain.c (capture), explain_feed.c (a meter's own
+ * trace) and explain_doc.c (output). */
 #ifndef RTLAB_EXPLAIN_PRIV_H
 #define RTLAB_EXPLAIN_PRIV_H
 
@@ -6,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "sampler.h"
 #include "tracefs.h"
@@ -57,6 +59,17 @@ struct explain {
 	struct xspike *kept, scratch;
 	int nkept;
 	uint64_t lost_events, markers_seen;
+	int64_t mark_ts_ns; /* trace time of the marker being explained */
+	/* a meter that reads its own trace feeds it (explain_feed.c): no instance, reader
+	 * or marker of our own */
+	bool fed;
+	struct xcpu *open; /* the CPU whose "<stack trace>" the next frame lines belong to */
 };
+
+/* explain.c, shared with explain_feed.c */
+int explain_enable_events(struct explain *x);
+void explain_remove_stacks(struct explain *x);
+void explain_event(struct explain *x, struct xcpu *c, const struct xev *ev, const char *mark);
+void explain_one(struct explain *x, struct xcpu *c, const struct xmark *m, pid_t tid);
 
 #endif

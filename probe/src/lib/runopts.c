@@ -152,8 +152,8 @@ static int check_common(struct run *r, struct opt_fault *at, char *err, size_t e
 	}
 	if (c->explain_set && !r->m->explainable) {
 		snprintf(err, errlen,
-			 "--explain: the %s meter cannot be explained (wakeup, periodic "
-			 "and response can)",
+			 "--explain: the %s meter cannot be explained (wakeup, periodic, "
+			 "response and sched can)",
 			 r->m->name);
 		return fault(at, "explain", NULL);
 	}

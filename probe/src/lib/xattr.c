@@ -288,11 +288,18 @@ static void attribute(struct xspike *x, const struct xstate *s, const struct xse
 		      int64_t b)
 {
 	bool before_wake = x->woken_ns >= 0 && a < x->woken_ns;
+	int64_t slack =
+		x->woken_ns >= 0 && x->woken_ns < x->m.slack_ns ? x->woken_ns : x->m.slack_ns;
 	struct xcause *c;
 
 	if (before_wake && b > x->woken_ns) { /* straddles the wake-up: two parts */
 		attribute(x, s, g, a, x->woken_ns);
 		attribute(x, s, g, x->woken_ns, b);
+		return;
+	}
+	if (a < slack && b > slack) { /* straddles the end of the slack */
+		attribute(x, s, g, a, slack);
+		attribute(x, s, g, slack, b);
 		return;
 	}
 	switch (g->kind) {
@@ -302,6 +309,12 @@ static void attribute(struct xspike *x, const struct xstate *s, const struct xse
 	case XK_TIMER:
 		cause_get(x, g->kind, g->id, g->name)->ns += b - a;
 		return;
+	}
+	if (a < slack) { /* outside handlers, the timer was not due to fire yet */
+		cause_get(x, XK_SLACK, -1, "timer slack")->ns += b - a;
+		return;
+	}
+	switch (g->kind) {
 	case XK_THREAD:
 		if (before_wake)
 			break;
@@ -354,107 +367,6 @@ static int64_t clamp_rel(int64_t rel, int64_t lat)
 	return rel < 0 ? 0 : rel > lat ? lat : rel;
 }
 
-/* "412 µs", "1.80 ms" */
-static void fmt_ns(int64_t ns, char *buf, size_t len)
-{
-	if (ns < 10000)
-		snprintf(buf, len, "%.1f µs", (double)ns / 1e3);
-	else if (ns < 1000000)
-		snprintf(buf, len, "%.0f µs", (double)ns / 1e3);
-	else
-		snprintf(buf, len, "%.2f ms", (double)ns / 1e6);
-}
-
-/* The task that was current longest during the unexplained time, or NULL. */
-static const char *unexpl_task(const struct xspike *x, int64_t *ns, int32_t *pid)
-{
-	int best = -1;
-
-	for (int i = 0; i < XUNEXPL_CTX; i++)
-		if (x->unexpl_ctx[i].ns &&
-		    (best < 0 || x->unexpl_ctx[i].ns > x->unexpl_ctx[best].ns))
-			best = i;
-	*ns = best < 0 ? 0 : x->unexpl_ctx[best].ns;
-	*pid = best < 0 ? -1 : x->unexpl_ctx[best].pid;
-	return best < 0 ? NULL : x->unexpl_ctx[best].comm;
-}
-
-static void xspike_verdict(struct xspike *x)
-{
-	const struct xcause *c = x->ncauses ? &x->causes[0] : NULL;
-	char d[32], pol[40] = "";
-	const char *task;
-	int64_t task_ns;
-	int32_t task_pid;
-	int n;
-
-	if (!c || x->unexplained_ns > c->ns) {
-		fmt_ns(x->unexplained_ns, d, sizeof(d));
-		task = unexpl_task(x, &task_ns, &task_pid);
-		if (x->unexplained_idle_ns * 2 >= x->unexplained_ns)
-			n = snprintf(
-				x->verdict, sizeof(x->verdict),
-				"no event for %s while the CPU was idle: CPU not available to the "
-				"kernel (hypervisor or SMI) or a slow idle-state exit",
-				d);
-		else if (task && task_pid == x->tid)
-			n = snprintf(
-				x->verdict, sizeof(x->verdict),
-				"no event for %s while the measuring thread was switched in: CPU "
-				"not available to the kernel (hypervisor or SMI) or interrupts off",
-				d);
-		else if (task)
-			n = snprintf(
-				x->verdict, sizeof(x->verdict),
-				"no event for %s while `%s` ran: interrupts off or non-preemptible "
-				"kernel code, an SMI or the hypervisor",
-				d, task);
-		else
-			n = snprintf(
-				x->verdict, sizeof(x->verdict),
-				"no event for %s: CPU not available to the kernel (hypervisor or "
-				"SMI) or interrupts off",
-				d);
-	} else {
-		fmt_ns(c->ns, d, sizeof(d));
-		switch (c->kind) {
-		case XK_THREAD:
-			if (c->policy[0] && c->priority_known)
-				snprintf(pol, sizeof(pol), ", %s %s%d", c->policy,
-					 strcmp(c->policy, "fifo") && strcmp(c->policy, "rr")
-						 ? "nice "
-						 : "",
-					 (int)c->priority);
-			else if (c->policy[0])
-				snprintf(pol, sizeof(pol), ", %s", c->policy);
-			n = snprintf(x->verdict, sizeof(x->verdict),
-				     "thread `%s` (PID %d%s) ran %s%s%s", c->name, (int)c->id, pol,
-				     d, c->work[0] ? " running work " : "", c->work);
-			break;
-		case XK_IRQ:
-			n = snprintf(x->verdict, sizeof(x->verdict), "IRQ %d %s handler %s",
-				     (int)c->id, c->name, d);
-			break;
-		case XK_VECTOR:
-			n = snprintf(x->verdict, sizeof(x->verdict), "%s interrupt %s", c->name, d);
-			break;
-		case XK_SOFTIRQ:
-			n = snprintf(x->verdict, sizeof(x->verdict), "softirq %s %s", c->name, d);
-			break;
-		case XK_TIMER:
-			n = snprintf(x->verdict, sizeof(x->verdict), "hrtimer callback %s %s",
-				     c->name, d);
-			break;
-		default:
-			n = snprintf(x->verdict, sizeof(x->verdict), "%s %s", c->name, d);
-			break;
-		}
-	}
-	if (x->events_lost && n > 0 && (size_t)n < sizeof(x->verdict))
-		snprintf(x->verdict + n, sizeof(x->verdict) - (size_t)n,
-			 " (trace events were lost in this window)");
-}
-
 struct xcand {
 	struct xseg owner; /* what the timer interrupt stopped */
 	uint32_t stack;
@@ -490,7 +402,7 @@ static void pick_stack(struct xspike *x, const struct xcand *c, int n)
 	x->stack_why = XSW_NO_EVENT;
 	if (!main || x->unexplained_ns > main->ns) {
 		main = NULL;
-		task = unexpl_task(x, &task_ns, &pid);
+		task = xspike_unexpl_task(x, &task_ns, &pid);
 		if (!task || x->unexplained_idle_ns * 2 >= x->unexplained_ns) {
 			x->stack_why = XSW_IDLE;
 			return;
@@ -553,11 +465,13 @@ void xattr_explain(const struct xring *r, const struct xmark *m, int cpu, pid_t 
 	self_since = s.known && s.pid == tid ? lo : INT64_MIN;
 	for (;; i++) {
 		const struct xev *e = i < r->n ? ring_at(r, i) : NULL;
-		int64_t end = e && e->ts_ns <= wake ? e->ts_ns : wake;
+		bool at_event = e && e->ts_ns <= wake;
+		int64_t end = at_event ? e->ts_ns : wake;
 		int64_t a, b;
 
-		/* at the wake-up the measuring thread runs: its own line comes later */
-		if (correct(&s, end == wake ? tid : e->cur_pid, end == wake ? "" : e->cur_comm))
+		/* at the wake-up the measuring thread runs: its own line comes later; an event
+		 * at the wake-up itself (the switch into it) names what ran until then */
+		if (correct(&s, at_event ? e->cur_pid : tid, at_event ? e->cur_comm : ""))
 			self_since = s.pid == tid ? cur : INT64_MIN;
 		seg_of(&s, tid, &g);
 		g.start_ns = cur - act;
@@ -568,8 +482,11 @@ void xattr_explain(const struct xring *r, const struct xmark *m, int cpu, pid_t 
 		if (b > a)
 			attribute(x, &s, &g, a, b);
 		cur = end;
-		if (end == wake)
+		if (end == wake) {
+			if (at_event && e->type == XE_SWITCH && e->pid == tid)
+				self_since = wake; /* switched in at the end of the window */
 			break;
+		}
 		if (e->type == XE_HRT_IN && e->ts_ns >= act - ROUNDING_NS)
 			add_cand(cand, &ncand, &s, e, tid, clamp_rel(e->ts_ns - act, m->lat_ns));
 		apply(&s, e);

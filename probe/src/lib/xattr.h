@@ -6,6 +6,8 @@
  * latency [activation, wake-up] is split into causes that sum to it exactly:
  *
  *  - IRQ, x86 vector/IPI, softirq and hrtimer-callback time: that handler;
+ *  - within the timer slack of the activation (xmark.slack_ns), before the wake-up:
+ *    "timer slack" (the timer may fire that late by design);
  *  - before the measuring thread was woken (sched_waking): time with no handler is
  *    "unexplained": the timer interrupt could not be taken (interrupts off,
  *    non-preemptible code, an SMI or the hypervisor), whatever task was current;
@@ -48,6 +50,7 @@ enum xkind {
 	XK_SOFTIRQ,
 	XK_TIMER,   /* an hrtimer callback */
 	XK_UNKNOWN, /* nothing known yet about the CPU */
+	XK_SLACK,   /* timer slack: before the timer was due to fire (a cause only) */
 };
 
 struct xctx {
@@ -140,6 +143,11 @@ bool xring_attach_stack(struct xring *r, int64_t ts_ns, uint32_t id);
  */
 void xattr_explain(const struct xring *r, const struct xmark *m, int cpu, pid_t tid,
 		   int64_t offset_ns, int64_t lookback_ns, struct xspike *out);
+
+/* X's verdict from its causes (xverdict.c). */
+void xspike_verdict(struct xspike *x);
+/* The task current longest during X's unexplained time (*NS of it, its *PID), or NULL. */
+const char *xspike_unexpl_task(const struct xspike *x, int64_t *ns, int32_t *pid);
 
 /* The JSON name of a cause or segment kind. */
 const char *xkind_cause_name(uint8_t kind);

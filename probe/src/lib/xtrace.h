@@ -62,6 +62,9 @@ struct xmark {
 	int64_t act_ns;   /* intended activation, CLOCK_MONOTONIC */
 	int64_t lat_ns;   /* latency: the wake-up was at act_ns + lat_ns */
 	int64_t write_ns; /* CLOCK_MONOTONIC just before the marker was written */
+	/* the timer may run this long after act_ns by design (the timer slack of a thread
+	 * the sched meter observes; not in the marker text: 0 for the meters' own) */
+	int64_t slack_ns;
 };
 
 #define XMARK_TAG "rtlab-spike"

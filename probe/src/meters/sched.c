@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/explain.h"
 #include "lib/jsonw.h"
 #include "lib/opts.h"
 #include "lib/runner.h"
@@ -368,6 +369,7 @@ static int sched_thread_setup(struct mthread *t, const void *p, char *err, size_
 
 	if (t->index)
 		return 0;
+	s->st->x = explain_of(t);
 	rc = sched_trace_open(s->st, err, errlen);
 	if (rc)
 		return rc;
@@ -565,7 +567,10 @@ const struct meter meter_sched = {
 		"Per thread also run time per activation, the period, overruns, preemptions and\n"
 		"migrations. A thread that never sleeps (busy-waits) gets no samples and a note.\n"
 		"Timestamps have a resolution of 1 us. --threads N: the number of threads\n"
-		"observed with --pid, --comm or a command (a command's first thread by default).",
+		"observed with --pid, --comm or a command (a command's first thread by default).\n"
+		"--explain THRESH: the samples above THRESH are explained from the same trace\n"
+		"(IRQ, softirq, hrtimer and scheduler events of every CPU): what ran on the\n"
+		"thread's CPU between the time it was due and its switch-in.",
 	.options = sched_opts,
 	.params_size = sizeof(struct sched_params),
 	.defaults = sched_defaults,
@@ -580,4 +585,6 @@ const struct meter meter_sched = {
 	.thread_teardown = sched_thread_teardown,
 	.thread_json = sched_thread_json_cb,
 	.doc_json = sched_doc_json,
+	.explainable = true,
+	.explain_fed = true,
 };

@@ -43,6 +43,7 @@ struct sched_thread {
 	bool running;           /* on a CPU, as far as the trace says */
 	int64_t act_ns;         /* pending activation (CLOCK_MONOTONIC), INT64_MIN: none */
 	bool act_timer;         /* the pending activation is a timer expiry of its own */
+	int64_t act_slack_ns;   /* its timer's slack (expires - softexpires) */
 	int64_t run_start_ns;   /* last switch-in */
 	int64_t run_acc_ns;     /* CPU time of the current activation so far */
 	bool in_activation;     /* switched in for an activation, not yet asleep again */
@@ -65,7 +66,8 @@ struct sched_cb {
 	int slot;  /* the observed thread that armed it, -1: none */
 	int timer; /* its index there */
 	int64_t act_ns;
-	int64_t last_ts; /* the newest event of the CPU (ns), 0: none yet */
+	int64_t slack_ns; /* expires - softexpires of that timer */
+	int64_t last_ts;  /* the newest event of the CPU (ns), 0: none yet */
 };
 
 struct sched_trace {
@@ -86,11 +88,14 @@ struct sched_trace {
 	int filtered;     /* threads named in the sys_exit filter */
 	bool sys_exit_on; /* raw_syscalls:sys_exit of the observed threads is traced */
 	char events[400];
+	struct explain *x; /* --explain: fed every line, offered every sample; or NULL */
 };
 
 struct mthread;
+struct explain;
 
-/* Tracing on in a private instance: its events, clock and buffers. 0 or -errno with a reason. */
+/* Tracing on in a private instance: its events, clock and buffers (and those of the
+ * explanation when s->x is set). 0 or -errno with a reason. */
 int sched_trace_open(struct sched_trace *s, char *err, size_t errlen);
 /* Trace the observed threads' returns from system calls (raw_syscalls:sys_exit filtered
  * on their TIDs): where a kernel does not trace a switch-in, the return from the call

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../lib/explain.h"
 #include "../lib/jsonw.h"
 #include "../lib/sampler.h"
 #include "../lib/timeutil.h"
@@ -83,6 +84,8 @@ int sched_trace_open(struct sched_trace *s, char *err, size_t errlen)
 			n += (size_t)snprintf(s->events + n, sizeof(s->events) - n, "%s%s:%s",
 					      n ? "," : "", events[i][0], events[i][1]);
 	}
+	if (s->x)
+		explain_attach(s->x, &s->inst);
 	snprintf(path, sizeof(path), "%s/trace_pipe", s->inst.path);
 	if ((s->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
 		return fail(err, errlen, -errno, "cannot open the instance's trace_pipe");
@@ -119,6 +122,8 @@ void sched_trace_close(struct sched_trace *s)
 	s->fd = -1;
 	if (s->inst.path[0]) {
 		(void)tracefs_write(&s->inst, "tracing_on", "0");
+		if (s->x)
+			explain_detach(s->x);
 		(void)tracefs_instance_remove(&s->inst);
 		s->inst.path[0] = '\0';
 	}
@@ -274,18 +279,36 @@ static void on_expire(struct sched_trace *s, const struct xev *ev, int cpu, cons
 	cb->slot = slot;
 	cb->timer = idx;
 	cb->act_ns = act;
+	cb->slack_ns = tm->hard_ns - tm->soft_ns;
 }
 
-/* One activation of T (its mthread M) LAT_NS late, at TS_NS; a timer's or another wake-up's. */
+/* One activation of T (its mthread M) LAT_NS late, at TS_NS on CPU; a timer's (its slack
+ * SLACK_NS) or another wake-up's. A sample is offered to --explain once recorded. */
 static void record(struct sched_trace *s, struct sched_thread *t, struct mthread *m, int64_t lat,
-		   bool timer, int64_t ts)
+		   bool timer, int64_t slack, int64_t ts, int cpu)
 {
+	uint64_t cycle = MT_GET(m, count);
+
 	if (lat < 0)
 		lat = 0; /* the timestamp's µs resolution */
 	nstat_add(timer ? &t->timer : &t->wakeup, lat);
-	if (s->samples == SCHED_S_ANY || (s->samples == SCHED_S_TIMER) == timer)
-		sample_record(m, lat, MT_GET(m, count), ts);
 	t->activations++;
+	if (s->samples != SCHED_S_ANY && (s->samples == SCHED_S_TIMER) != timer)
+		return;
+	sample_record(m, lat, cycle, ts);
+	if (s->x) {
+		struct explain_sample e = {
+			.thread = m->index,
+			.tid = t->tid,
+			.cpu = cpu,
+			.cycle = cycle,
+			.act_ns = ts - lat,
+			.lat_ns = lat,
+			.slack_ns = timer ? slack : 0,
+		};
+
+		explain_offer(s->x, &e);
+	}
 }
 
 static void on_waking(struct sched_trace *s, struct mthread *th, const struct xev *ev, int cpu)
@@ -300,7 +323,8 @@ static void on_waking(struct sched_trace *s, struct mthread *th, const struct xe
 	if (t->running && s->cb[cpu].slot >= 0) {
 		/* its timer expired while it ran (armed for a time already past): it goes on
 		 * at once, as late as the expiry was processed */
-		record(s, t, &th[slot], ev->ts_ns - s->cb[cpu].act_ns, true, ev->ts_ns);
+		record(s, t, &th[slot], ev->ts_ns - s->cb[cpu].act_ns, true, s->cb[cpu].slack_ns,
+		       ev->ts_ns, cpu);
 		return;
 	}
 	if (t->running) {
@@ -310,6 +334,7 @@ static void on_waking(struct sched_trace *s, struct mthread *th, const struct xe
 	if (s->cb[cpu].slot >= 0) {
 		t->act_ns = s->cb[cpu].act_ns; /* woken by the callback of its timer */
 		t->act_timer = true;
+		t->act_slack_ns = s->cb[cpu].slack_ns;
 	} else if (t->act_ns == INT64_MIN) {
 		t->act_ns = ev->ts_ns;
 		t->act_timer = false;
@@ -333,20 +358,21 @@ static void switch_out(struct sched_thread *t, int64_t ts, bool runnable)
 	}
 }
 
-static void switch_in(struct sched_trace *s, struct sched_thread *t, struct mthread *m, int64_t ts)
+static void switch_in(struct sched_trace *s, struct sched_thread *t, struct mthread *m, int64_t ts,
+		      int cpu)
 {
 	t->seen = true;
 	t->running = true;
 	t->run_start_ns = ts;
 	if (t->act_ns == INT64_MIN)
 		return; /* back after a preemption */
-	record(s, t, m, ts - t->act_ns, t->act_timer, ts);
+	record(s, t, m, ts - t->act_ns, t->act_timer, t->act_slack_ns, ts, cpu);
 	t->act_ns = INT64_MIN;
 	t->in_activation = true;
 	t->run_acc_ns = 0;
 }
 
-static void on_switch(struct sched_trace *s, struct mthread *th, const char *line)
+static void on_switch(struct sched_trace *s, struct mthread *th, const char *line, int cpu)
 {
 	struct tracefs_switch sw;
 	int slot;
@@ -356,7 +382,7 @@ static void on_switch(struct sched_trace *s, struct mthread *th, const char *lin
 	if ((slot = sched_trace_slot(s, sw.prev_pid)) >= 0)
 		switch_out(&s->th[slot], sw.ts_ns, sw.prev_runnable);
 	if ((slot = sched_trace_slot(s, sw.next_pid)) >= 0)
-		switch_in(s, &s->th[slot], &th[slot], sw.ts_ns);
+		switch_in(s, &s->th[slot], &th[slot], sw.ts_ns, cpu);
 }
 
 static void on_lost(struct sched_trace *s, int32_t n)
@@ -375,6 +401,8 @@ void sched_trace_line(struct sched_trace *s, struct mthread *th, const char *lin
 	int64_t pid;
 	int cpu, slot;
 
+	if (s->x) /* first: a sample of this line is explained with the line in the window */
+		explain_feed(s->x, line);
 	if (xtrace_parse(line, &ev, &cpu, &mark))
 		return;
 	s->lines++;
@@ -395,14 +423,14 @@ void sched_trace_line(struct sched_trace *s, struct mthread *th, const char *lin
 
 		if (s->th[slot].act_ns != INT64_MIN)
 			s->th[slot].switch_untraced++;
-		switch_in(s, &s->th[slot], &th[slot], at);
+		switch_in(s, &s->th[slot], &th[slot], at, cpu);
 	}
 	s->cb[cpu].last_ts = ev.ts_ns;
 	if (ev.ts_ns > s->last_ts)
 		s->last_ts = ev.ts_ns;
 	switch (ev.type) {
 	case XE_SWITCH:
-		on_switch(s, th, line);
+		on_switch(s, th, line, cpu);
 		return;
 	case XE_WAKING:
 		if (strstr(line, ": sched_waking: "))
