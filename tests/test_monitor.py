@@ -25,16 +25,23 @@ from prometheus_client.openmetrics.parser import (
 from prometheus_client.parser import text_string_to_metric_families
 
 from rtlab.analysis._hist import bucket_bounds, bucket_index
-from rtlab.errors import UserError
+from rtlab.errors import LostError, UserError
 from rtlab.monitor import (
     ROWS_FILE,
+    MonitorLoop,
+    MonitorManifest,
+    MonitorSettings,
+    Sink,
     append_row,
+    create_monitor,
     find_monitor,
     parse_utc,
     read_rows,
+    utc_text,
 )
 from rtlab.monitor._window import le_counts
 from rtlab.store import Store
+from rtlab.targets import LocalTarget
 from tests.test_watch import _wait
 
 RTLAB = [sys.executable, "-m", "rtlab.cli"]
@@ -332,3 +339,51 @@ def test_resume_of_an_experiment_is_refused(rtlab, tmp_path):
     rc, _, err = rtlab("monitor", "--resume", "20260101-000000-e", "--results", str(results))
     assert rc == 2 and "is an experiment, not a monitor" in err
     assert os.listdir(results) == ["20260101-000000-e"]
+
+
+class FlakyTarget(LocalTarget):
+    """This machine, whose connection is "lost" at its LOSE_AT-th window."""
+
+    def __init__(self, name: str, lose_at: int | None) -> None:
+        super().__init__()
+        self.name, self.lose_at, self.windows, self.closed = name, lose_at, 0, False
+
+    def run_case(self, case, call, document, raw, on_progress=None):
+        self.windows += 1
+        if self.windows == self.lose_at:
+            raise LostError("connection lost (test)")
+        return super().run_case(case, call, document, raw, on_progress)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_lost_target_is_reached_again_and_the_gap_marked(tmp_path):
+    store = Store(tmp_path / "results")
+    now = time.time()
+    manifest = MonitorManifest(
+        id="20260101-000000-lost", name="lost", created_utc=utc_text(now),
+        settings=MonitorSettings(cpus="0", period_ns=10**6, window_ns=10**9, policy="other",
+                                 le_ns=[10**4, 10**5]),
+        end_utc=utc_text(now + 6), target={"name": "flaky"},
+    )  # fmt: skip
+    rec = create_monitor(store, manifest, {"schema": 2}, {})
+    first = FlakyTarget("flaky", lose_at=2)
+    again: list[FlakyTarget] = []
+
+    def reopen() -> FlakyTarget:
+        again.append(FlakyTarget("flaky", lose_at=None))
+        return again[-1]
+
+    said: list[str] = []
+    loop = MonitorLoop(rec, first, reopen, Sink(), said.append)
+    loop.reconnect_s = 0.5
+    result = loop.run([])
+    assert first.closed and len(again) == 1 and again[0].closed  # each closed by the loop
+    assert result.reconnects == 1 and result.gaps == 1 and not result.interrupted
+    rows = rec.rows()
+    assert [r["kind"] for r in rows][:3] == ["start", "interval", "start"]
+    _check_windows(rows, deadline=False)
+    (gap,) = [r for r in rows if r["kind"] == "gap"]
+    assert gap["reason"] == "target lost: connection lost (test)"
+    assert any("target lost" in s for s in said)

@@ -70,6 +70,9 @@ def last_times(rows: list[dict[str, Any]]) -> tuple[int, str | None, str | None]
 
 
 class MonitorLoop:
+    #: Seconds between attempts to reach a lost target again.
+    reconnect_s = RECONNECT_S
+
     def __init__(
         self,
         rec: MonitorRecord,
@@ -190,7 +193,7 @@ class MonitorLoop:
         monitor's end (False: it ended first)."""
         if self.reopen is None:
             raise LostError(why)
-        self.say(f"target lost ({why}); trying again every {RECONNECT_S:.0f} s")
+        self.say(f"target lost ({why}); trying again every {self.reconnect_s:.0f} s")
         self.gap_reason = f"target lost: {why}"
         with contextlib.suppress(Exception):
             self.target.close()
@@ -198,9 +201,8 @@ class MonitorLoop:
             end = self._end()
             if end is not None and time.time() >= end:
                 return False
-            time.sleep(
-                RECONNECT_S if end is None else max(0.0, min(RECONNECT_S, end - time.time()))
-            )
+            wait = self.reconnect_s if end is None else min(self.reconnect_s, end - time.time())
+            time.sleep(max(0.0, wait))
             try:
                 self.target = self.reopen()
             except (UnsupportedError, UserError, OSError) as e:
