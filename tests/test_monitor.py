@@ -35,9 +35,11 @@ from rtlab.monitor import (
     append_row,
     create_monitor,
     find_monitor,
+    interval_row,
     parse_utc,
     read_rows,
     utc_text,
+    window_call,
 )
 from rtlab.monitor._window import le_counts
 from rtlab.store import Store
@@ -387,3 +389,40 @@ def test_a_lost_target_is_reached_again_and_the_gap_marked(tmp_path):
     (gap,) = [r for r in rows if r["kind"] == "gap"]
     assert gap["reason"] == "target lost: connection lost (test)"
     assert any("target lost" in s for s in said)
+
+
+def test_window_row_keeps_symptoms_and_the_worst_explained_per_cpu():
+    thread = {"count": 3, "min_ns": 900, "max_ns": 5000, "mean_ns": 2000.0,
+              "percentiles_ns": {"99": 5000}, "overruns": 0,
+              "histogram": {"unit": "ns", "overflow": 0,
+                            "buckets": [[900, 903, 1], [1000, 1003, 1], [4992, 5023, 1]]},
+              }  # fmt: skip
+    doc = {
+        "start_utc": "2026-01-01T00:00:00.000Z", "end_utc": "2026-01-01T00:00:01.000Z",
+        "elapsed_ns": 10**9, "complete": True, "host": {"uname": {"release": "6.1.0-rt"}},
+        "threads": [{**thread, "cpu": 0}, {**thread, "cpu": 1}],
+        "conditions": {"kmsg": {"error": None, "lost": 0, "messages": [
+            {"t_us": 1, "facility": 0, "text": "usb 1-1: new device"},
+            {"t_us": 2, "facility": 0, "text": "sched: RT throttling activated"}]}},
+        "explain": {"status": "ok", "reason": None},
+        "spikes": [{"cpu": c, "latency_ns": 5000 - i, "verdict": f"v{i}", "causes": []}
+                   for i, c in enumerate([0, 0, 1, 0, 1])],
+    }  # fmt: skip
+    row = interval_row(7, doc, {0: 2}, [1000, 10_000], explain_max=2)
+    assert row["seq"] == 7 and row["kernel"] == "6.1.0-rt"
+    assert [c["misses"] for c in row["cpus"]] == [2, None]
+    assert row["cpus"][0]["le"] == [2, 3] and row["cpus"][0]["sum_ns"] == 6000
+    assert [(s["cpu"], s["verdict"]) for s in row["spikes"]] == [
+        (0, "v0"),
+        (0, "v1"),
+        (1, "v2"),
+        (1, "v4"),
+    ]
+    assert row["kmsg"]["symptoms"] == {"RT throttling": 1}
+    assert row["kmsg"]["messages"][0]["symptom"] == "RT throttling"  # symptoms first
+    assert (
+        window_call(MonitorSettings("0-1", 10**6, 10**9, explain_ns=10**5, explain_max=2)).value(
+            "explain-max"
+        )
+        == "4"
+    )  # the probe keeps N in all: 2 per CPU

@@ -18,6 +18,7 @@ from rtlab.analysis._conditions import symptom_of
 from rtlab.analysis._hist import Histogram
 from rtlab.monitor._record import MonitorSettings
 from rtlab.probecall import Option, ProbeCall
+from rtlab.system import parse_cpulist
 
 #: Histogram bounds of the rows and of the metrics' histograms: 1 µs .. 100 ms.
 LE_NS: tuple[int, ...] = tuple(
@@ -44,7 +45,8 @@ def window_call(s: MonitorSettings, window_ns: int | None = None) -> ProbeCall:
         opts.append(Option("deadline", f"{s.deadline_ns}ns", "deadline"))
     if s.explain_ns:
         opts.append(Option("explain", f"{s.explain_ns}ns", "explain"))
-        opts.append(Option("explain-max", str(s.explain_max), "explain_max"))
+        ncpus = len(parse_cpulist(s.cpus)) if s.cpus else 1  # the probe keeps N in all
+        opts.append(Option("explain-max", str(min(s.explain_max * ncpus, 1000)), "explain_max"))
     return ProbeCall("wakeup", tuple(opts))
 
 
@@ -137,7 +139,14 @@ def interval_row(
     misses of each thread (the probe's last progress line)."""
     threads = [t for t in doc.get("threads") or [] if isinstance(t, Mapping)]
     cpus = [_cpu_row(t, misses.get(i), bounds) for i, t in enumerate(threads)]
-    spikes = [_spike(s) for s in doc.get("spikes") or [] if isinstance(s, Mapping)]
+    spikes: list[dict[str, Any]] = []  # worst first: the EXPLAIN_MAX worst of each CPU
+    per_cpu: dict[int | None, int] = {}
+    for sp in doc.get("spikes") or []:
+        if isinstance(sp, Mapping):
+            kept = _spike(sp)
+            per_cpu[kept["cpu"]] = per_cpu.get(kept["cpu"], 0) + 1
+            if per_cpu[kept["cpu"]] <= explain_max:
+                spikes.append(kept)
     explain = doc.get("explain") if isinstance(doc.get("explain"), Mapping) else None
     return {
         "kind": "interval",
@@ -152,5 +161,5 @@ def interval_row(
         "explain": None
         if explain is None
         else {"status": explain.get("status"), "reason": explain.get("reason")},
-        "spikes": spikes[: explain_max * max(1, len(cpus))],
+        "spikes": spikes,
     }
