@@ -171,7 +171,7 @@ def monitor(
     listen = _port(metrics_port) if metrics_port else None
     dur_ns = _duration(duration, "--duration", 1_000_000_000, DURATION_MAX)
     if metrics_file:
-        from rtlab.monitor._metrics import check_metrics_file
+        from rtlab.monitor.metrics import check_metrics_file
 
         check_metrics_file(Path(metrics_file))
     store = store_from(results_dir)
@@ -248,7 +248,7 @@ def _run(
     accept_new_host_key: bool,
     as_json: bool,
 ) -> int:
-    from rtlab.monitor._metrics import MonitorMetrics, Publisher
+    from rtlab.monitor.metrics import MonitorMetrics, Publisher
 
     s = rec.manifest.settings
     with monitor_lock(rec):

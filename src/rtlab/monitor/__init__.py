@@ -1,7 +1,7 @@
 """Long-term latency monitoring (`rtlab monitor`): a light wake-up measurement, window
 after window for hours to months, kept per window in the results store (docs/monitor.md)."""
 
-from rtlab.monitor._loop import MonitorLoop, MonitorResult, Sink
+from rtlab.monitor._loop import GAP_MIN_S, MonitorLoop, MonitorResult, Sink
 from rtlab.monitor._record import (
     MONITOR_FILE,
     MONITOR_SCHEMA,
@@ -23,6 +23,7 @@ from rtlab.monitor._summary import MonitorView, over_time
 from rtlab.monitor._window import LE_NS, interval_row, window_call
 
 __all__ = [
+    "GAP_MIN_S",
     "LE_NS",
     "MONITOR_FILE",
     "MONITOR_SCHEMA",

@@ -14,7 +14,7 @@ from markupsafe import escape
 
 from rtlab import __version__
 from rtlab.errors import UserError
-from rtlab.monitor import MonitorView, parse_utc
+from rtlab.monitor import GAP_MIN_S, MonitorView, parse_utc
 from rtlab.report._style import MARKERS, Plot, _figure, _log_us, _style
 from rtlab.report.plots import to_svg
 from rtlab.units import format_ns
@@ -35,15 +35,25 @@ def maxima_plot(view: MonitorView) -> Plot:
         for i, cpu in enumerate(view.cpus()):
             xs: list[Any] = []
             ys: list[float] = []
+            last_end: str | None = None
             for r in view.intervals:
+                t = _when(r.get("start_utc"))
+                if (
+                    last_end
+                    and t is not None
+                    and parse_utc(r["start_utc"]) - parse_utc(last_end) > GAP_MIN_S
+                ):
+                    xs.append(t)
+                    ys.append(float("nan"))  # no line across a gap
+                last_end = r.get("end_utc")
                 for c in r.get("cpus") or []:
                     key = "any" if c.get("cpu") is None else str(c["cpu"])
-                    t = _when(r.get("start_utc"))
                     if key == cpu and c.get("count") and t is not None:
                         xs.append(t)
                         ys.append(max(c.get("max_ns") or 1, 1) / 1000)
-            if ys:
-                lo, hi = min(lo, min(ys)), max(hi, max(ys))
+            finite = [y for y in ys if y == y]
+            if finite:
+                lo, hi = min(lo, min(finite)), max(hi, max(finite))
             ax.plot(
                 xs,
                 ys,
@@ -78,18 +88,21 @@ def maxima_plot(view: MonitorView) -> Plot:
 def distribution_plot(view: MonitorView) -> Plot:
     """How many windows had their maximum in each 1-2-5 bin, per CPU."""
     d = view.distribution()
-    edges = np.array([0, *d["le_ns"]], float) / 1000
+    labels = [f"≤{_short(e)}" for e in d["le_ns"]] + [f">{_short(d['le_ns'][-1])}"]
+    counts = np.array([d["counts"][k] for k in d["counts"]], np.int64).reshape(-1, len(labels))
+    used = np.flatnonzero(counts.sum(axis=0))
+    first = max(0, int(used[0]) - 1) if len(used) else 0
+    last = min(len(labels), int(used[-1]) + 2) if len(used) else len(labels)
     with _style():
         fig = _figure(9.0, 3.2)
         ax = fig.add_subplot()
         keys = list(d["counts"])
         width = 0.8 / max(1, len(keys))
-        x = np.arange(len(edges))
+        x = np.arange(last - first)
         for i, key in enumerate(keys):
-            ax.bar(x + i * width, d["counts"][key], width=width, label=f"CPU {key}")
-        labels = [f"≤{e:g}" for e in edges[1:]] + [f">{edges[-1]:g}"]
-        ax.set_xticks(x + 0.4 - width / 2, labels, rotation=60, fontsize=7)
-        ax.set_xlabel("maximum of the window (µs)")
+            ax.bar(x + i * width, counts[i, first:last], width=width, label=f"CPU {key}")
+        ax.set_xticks(x + 0.4 - width / 2, labels[first:last], rotation=45, fontsize=8)
+        ax.set_xlabel("maximum of the window")
         ax.set_ylabel("windows")
         ax.legend(loc="upper right")
     return Plot(
@@ -97,6 +110,14 @@ def distribution_plot(view: MonitorView) -> Plot:
         "Distribution of the window maxima",
         "number of windows per bin of their maximum, per CPU",
     )
+
+
+def _short(ns: int) -> str:
+    """1-2-5 bounds as short labels: 500 µs, 2 ms, 1 s."""
+    for unit, scale in (("s", 10**9), ("ms", 10**6), ("µs", 10**3)):
+        if ns >= scale:
+            return f"{ns / scale:g} {unit}"
+    return f"{ns} ns"
 
 
 def _table(headers: list[str], rows: list[list[object]]) -> str:
