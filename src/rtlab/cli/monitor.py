@@ -86,22 +86,30 @@ def _cpus(value: str, target: Target) -> str:
 @click.command()
 @click.option(
     "--cpus",
+    metavar="LIST",
     default="all",
     show_default=True,
     help='CPU list, "all" or "isolated": a probe thread on each',
 )
 @click.option(
     "--period",
+    metavar="DUR",
     default="1ms",
     show_default=True,
     help="wake-up period of the probe threads (50us..1s)",
 )
-@click.option("--window", default="5m", show_default=True, help="one row per window (1s..24h)")
+@click.option(
+    "--window", metavar="DUR", default="5m", show_default=True, help="one row per window (1s..24h)"
+)
 @click.option(
     "--duration", metavar="DUR", help="stop this long after the start (default: never; ^C stops)"
 )
 @click.option(
-    "--policy", default="fifo:99", show_default=True, help="scheduling policy of the probe threads"
+    "--policy",
+    metavar="P",
+    default="fifo:99",
+    show_default=True,
+    help="scheduling policy of the probe threads",
 )
 @click.option("--deadline", metavar="DUR", help="count the wake-ups later than DUR (1ns..1h)")
 @click.option(
@@ -111,12 +119,15 @@ def _cpus(value: str, target: Target) -> str:
 )
 @click.option(
     "--explain-max",
+    metavar="N",
     type=int,
     default=3,
     show_default=True,
     help="samples explained per window and CPU",
 )
-@click.option("--name", default="monitor", show_default=True, help="name in the monitor's id")
+@click.option(
+    "--name", metavar="NAME", default="monitor", show_default=True, help="name in the monitor's id"
+)
 @click.option(
     "--metrics-port",
     metavar="[ADDR:]PORT",
