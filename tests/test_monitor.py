@@ -286,7 +286,8 @@ def test_rows_survive_a_torn_write(tmp_path):
     with path.open("ab") as f:
         f.write(b'{"kind":"interval","seq":0,"cpus":[')  # cut by a crash
     assert [r["kind"] for r in read_rows(path)] == ["start"]
-    append_row(path, {"kind": "gap", "start_utc": "a", "end_utc": "b"})
+    t = "2026-01-01T00:00:00.000Z"
+    append_row(path, {"kind": "gap", "start_utc": t, "end_utc": t})
     assert [r["kind"] for r in read_rows(path)] == ["start", "gap"]
     assert path.read_bytes().count(b"\n") == 2
 
@@ -305,6 +306,12 @@ def test_damaged_rows_are_one_line(rtlab, tmp_path):
     (d / ROWS_FILE).write_text('{"kind":"start"}\nnot json\n')
     rc, _, err = rtlab("show", d.name[:10], "--results", str(results))
     assert rc == 2 and "line 2: not JSON" in err and len(err.strip().splitlines()) == 1
+    (d / ROWS_FILE).write_text(
+        '{"kind":"interval","seq":0,"start_utc":"2026-01-01T00:00:00.000Z",'
+        '"end_utc":"2026-01-01T00:00:01.000Z","cpus":[{"cpu":0,"max_ns":"big","le":[]}]}\n'
+    )
+    rc, _, err = rtlab("show", d.name, "--json", "--results", str(results))
+    assert rc == 2 and "line 1: interval row: cpus[0].max_ns must be an integer" in err
     (d / "monitor.json").write_text(json.dumps({**manifest, "schema": 99}))
     rc, _, err = rtlab("report", d.name, "--results", str(results))
     assert rc == 2 and "monitor schema 99" in err

@@ -257,7 +257,56 @@ def read_rows(path: Path) -> Iterator[dict[str, Any]]:
                 raise DamagedRecord(f"{path}: line {n}: not JSON ({e})") from None
             if not isinstance(row, dict) or row.get("kind") not in ROW_KINDS:
                 raise DamagedRecord(f"{path}: line {n}: not a monitor row")
+            bad = _row_error(row)
+            if bad is not None:
+                raise DamagedRecord(f"{path}: line {n}: {row['kind']} row: {bad}")
             yield row
+
+
+def _is_int(v: Any, none: bool = True) -> bool:
+    return (v is None and none) or (isinstance(v, int) and not isinstance(v, bool))
+
+
+def _is_time(v: Any) -> bool:
+    if not isinstance(v, str):
+        return False
+    try:
+        parse_utc(v)
+    except (ValueError, OverflowError):
+        return False
+    return True
+
+
+def _row_error(row: dict[str, Any]) -> str | None:
+    """What is wrong with a row's fields that readers use, or None."""
+    kind = row["kind"]
+    if kind == "gap":
+        ok = _is_time(row.get("start_utc")) and _is_time(row.get("end_utc"))
+        return None if ok else "'start_utc' and 'end_utc' must be UTC times"
+    if kind == "start":
+        return None
+    if not _is_int(row.get("seq"), none=False):
+        return "'seq' must be an integer"
+    if not (_is_time(row.get("start_utc")) and _is_time(row.get("end_utc"))):
+        return "'start_utc' and 'end_utc' must be UTC times"
+    cpus = row.get("cpus")
+    if not isinstance(cpus, list):
+        return "'cpus' must be a list"
+    for i, c in enumerate(cpus):
+        if not isinstance(c, dict):
+            return f"cpus[{i}] is not an object"
+        for key in ("cpu", "count", "min_ns", "max_ns", "p99_ns", "sum_ns", "misses", "overruns"):
+            if not _is_int(c.get(key)):
+                return f"cpus[{i}].{key} must be an integer or null"
+        le = c.get("le")
+        if not isinstance(le, list) or not all(_is_int(x, none=False) for x in le):
+            return f"cpus[{i}].le must be a list of integers"
+    for key in ("kmsg", "explain"):
+        if row.get(key) is not None and not isinstance(row[key], dict):
+            return f"'{key}' must be an object"
+    if not isinstance(row.get("spikes", []), list):
+        return "'spikes' must be a list"
+    return None
 
 
 def append_row(path: Path, row: dict[str, Any]) -> None:
