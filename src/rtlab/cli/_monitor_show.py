@@ -41,6 +41,9 @@ def show_monitor(rec: MonitorRecord, deadline_ns: int | None, as_json: bool) -> 
             f"{format_ns(s.period_ns)}, windows of {format_ns(s.window_ns)}"
         )
     )
+    if not view.intervals:
+        out.print(line("  no window measured yet"))
+        return status
     share = cov.get("measured_share")
     out.print(
         line(
