@@ -68,6 +68,16 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def read_fingerprint(path: Path) -> dict[str, Any]:
+    """The fingerprint (system.json) of the record in directory PATH, migrated to the
+    current schema ({} when unreadable)."""
+    try:
+        data = json.loads((path / "system.json").read_bytes())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return {}
+    return migrate_fingerprint(data) if isinstance(data, dict) else {}
+
+
 def read_json(path: Path, what: str = "") -> Any:
     """A JSON file that rtlab wrote; DamagedRecord when it is unreadable."""
     try:
@@ -114,11 +124,7 @@ class ExperimentRecord:
 
     def system(self) -> dict[str, Any]:
         """The fingerprint (system.json), migrated to the current schema ({} unreadable)."""
-        try:
-            data = json.loads((self.path / "system.json").read_bytes())
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-            return {}
-        return migrate_fingerprint(data) if isinstance(data, dict) else {}
+        return read_fingerprint(self.path)
 
     def board(self, system: dict[str, Any] | None = None) -> BoardId:
         """The board it ran on (rtlab.system.board_identity): the target its manifest names
@@ -273,30 +279,10 @@ class Store:
                 self.warnings.append(f"skipped {self.root / name}: {e}")
         return out
 
-    @contextlib.contextmanager
-    def lock(self, rec: ExperimentRecord) -> Iterator[None]:
+    def lock(self, rec: ExperimentRecord) -> contextlib.AbstractContextManager[None]:
         """Exclusive right to run REC's cases; a second holder gets a UserError naming
         the first. Released when the process ends, however it ends."""
-        path = rec.path / LOCK_NAME
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError as e:
-            raise UserError(f"{path}: cannot lock the experiment ({e.strerror})") from None
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as e:
-                if e.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-                raise UserError(
-                    f"{rec.id} is being run by process {holder}: wait for it or stop it"
-                ) from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-            yield
-        finally:
-            os.close(fd)
+        return dir_lock(rec.path / LOCK_NAME, rec.id)
 
     # -- index ---------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -396,6 +382,32 @@ class Store:
         return [
             {**dict(zip(LISTING_COLUMNS, r, strict=True)), "complete": bool(r[3])} for r in rows
         ]
+
+
+@contextlib.contextmanager
+def dir_lock(path: Path, name: str) -> Iterator[None]:
+    """Exclusive right to run the record NAME, held on the file PATH (with the PID); a
+    second holder gets a UserError naming the first. Released when the process ends,
+    however it ends."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise UserError(f"{path}: cannot lock it ({e.strerror})") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise UserError(
+                f"{name} is being run by process {holder}: wait for it or stop it"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _init_index(db: sqlite3.Connection) -> None:

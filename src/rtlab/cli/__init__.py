@@ -27,6 +27,7 @@ COMMANDS = {
     "import": "import_:import_group",
     "lava": "lava:lava_group",
     "list": "list_:list_cmd",
+    "monitor": "monitor:monitor",
     "partition": "partition:partition_group",
     "plot": "plot:plot",
     "report": "report:report",

@@ -115,8 +115,14 @@ def report(
     any case's maximum exceeds it; it is 6 (CONDITIONS NOT MET) when a case did not run
     in the conditions it asked for (policy, CPUs, locked memory, DMA latency).
     """
+    from rtlab.monitor import find_monitor
     from rtlab.report import write_report
 
+    mon = find_monitor(store_from(results_dir), experiment_ids[0])
+    if mon is not None and len(experiment_ids) == 1:  # `rtlab monitor` (docs/monitor.md)
+        from rtlab.cli._monitor_show import report_monitor
+
+        return report_monitor(mon, output, deadline, as_json)
     load_levels = parse_loads(old_levels or levels)
     specs = [parse_pivot(t) for t in pivots]
     pwcet_p, rate = resolve(pwcet, pwcet_rate)

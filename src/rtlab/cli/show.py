@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -64,6 +64,9 @@ from rtlab.results import (
     stats_rows,
 )
 from rtlab.store import ExperimentRecord
+
+if TYPE_CHECKING:
+    from rtlab.monitor import MonitorRecord
 from rtlab.units import format_ns
 
 CSV_COLUMNS = ["experiment", "series", "case", "label", *EXPORT_METRICS, "deadline_ns"]
@@ -117,6 +120,13 @@ def show(
     policy:load:below:100us; several experiments need --pivot.
     """
     check_exclusive(as_json, as_csv)
+    mon = _monitor(results_dir, experiment_ids)
+    if mon is not None:  # `rtlab monitor`: its own view (docs/monitor.md)
+        from rtlab.cli._monitor_show import show_monitor
+
+        if as_csv or bounds or pivots or pwcet:
+            raise UserError(f"{mon.id} is a monitor: it takes --deadline and --json only")
+        return show_monitor(mon, deadline, as_json)
     p, rate = resolve(pwcet, pwcet_rate)
     specs = [parse_pivot(t) for t in pivots]
     if len(experiment_ids) > 1 and not specs:
@@ -227,6 +237,13 @@ def show(
     if verdict_line is not None:
         out.print(verdict_line)
     return status
+
+
+def _monitor(results_dir: str, ids: tuple[str, ...]) -> MonitorRecord | None:
+    """The monitor the only ID names, if it names one."""
+    from rtlab.monitor import find_monitor
+
+    return find_monitor(store_from(results_dir), ids[0]) if len(ids) == 1 else None
 
 
 def _show_pivots(
