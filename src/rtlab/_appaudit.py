@@ -161,3 +161,47 @@ def case_app_audit(target: Target, case: CaseRecord) -> CaseAppAudit | None:
     if app_kind(case.params) not in (APP, ATTACH):
         return None
     return CaseAppAudit(app_audit_root(target), case, target.name)
+
+
+MAX_APP_AUDIT_BYTES = 16 << 20
+MAX_APP_AUDIT_VALUES = 1 << 20
+STATUSES = ("FAIL", "WARN", "INFO", "OK")
+
+
+def read_app_audit(experiment: Path, case: CaseRecord) -> dict[str, Any] | None:
+    """cases/NNN.app-audit.json of CASE in the EXPERIMENT directory, None when it has none;
+    UserError naming the file and the key when it is damaged."""
+    from rtlab._input import load_json, read_regular
+
+    f = experiment / "cases" / f"{case.slug}{APP_AUDIT_SUFFIX}"
+    if not f.exists():
+        return None
+    try:
+        doc = load_json(read_regular(str(f), MAX_APP_AUDIT_BYTES), MAX_APP_AUDIT_VALUES)
+    except UserError as e:
+        raise UserError(f"{f}: {e}") from None
+    if not isinstance(doc, dict) or doc.get("status") not in ("done", "failed", "unavailable"):
+        raise UserError(f"{f}: 'status' must be done, failed or unavailable")
+    findings = doc.get("findings", [])
+    if not isinstance(findings, list) or not all(
+        isinstance(x, dict) and x.get("status") in STATUSES for x in findings
+    ):
+        raise UserError(f"{f}: 'findings' must be a list of findings with a status")
+    if doc["status"] != "done" and not isinstance(doc.get("reason"), str):
+        raise UserError(f"{f}: 'reason' must be a string")
+    return doc
+
+
+def app_audit_lines(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """(status, text) lines of an application audit: each finding not OK with its evidence
+    and fix, or why there is none."""
+    if doc["status"] != "done":
+        return [("-", doc["reason"])]
+    out = []
+    for x in sorted(doc["findings"], key=lambda x: STATUSES.index(x["status"])):
+        if x["status"] != "OK":
+            out.append((x["status"], f"{x.get('id')}: {x.get('evidence')}; fix: {x.get('fix')}"))
+    ok = sum(x["status"] == "OK" for x in doc["findings"])
+    pids = ", ".join(str(p) for p in doc.get("pids", []))
+    out.append(("OK", f"{ok} checks passed (PID {pids}, window {doc.get('window_s', 0):g} s)"))
+    return out
