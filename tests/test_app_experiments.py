@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rtlab._appaudit import app_audit_root, started_pids
+from rtlab.analysis import meter_rows
 from rtlab.errors import UserError
 from rtlab.experiment import expand, parse
 from rtlab.probe import load_catalog
@@ -167,5 +168,37 @@ def test_app_and_attach_cases_run_here_with_their_audit(rtlab, periodic, tmp_pat
     audit = json.loads((cases_dir / "002.app-audit.json").read_text())
     assert audit["status"] == "done" and audit["pids"] == [attached.pid]
     rows = shown["meters"]["sched"]
-    assert len(rows) == 3 and all(r["thread"].startswith("periodic (") for r in rows)
+    assert len(rows) == 3 and all(r["thread"] == "periodic" for r in rows)
     assert [a["index"] for a in shown["app_audit"]] == [0, 1, 2]
+
+
+def test_sched_view_rows_name_threads_and_say_how_the_program_ended():
+    def thread(tid, comm, timer=0, wakeup=0):
+        lat = {"count": timer, "max_ns": 5000 if timer else None}
+        wake = {"count": wakeup, "max_ns": 7000 if wakeup else None}
+        return {"sched": {"tid": tid, "comm": comm, "timer_latency": lat, "wakeup_latency": wake}}
+
+    doc = {
+        "meter": "sched",
+        "params": {"command": ["./loop", "-c", "x"]},
+        "sched": {"command": {"stopped_by_probe": False, "exit_status": 3, "signal": None}},
+        "threads": [
+            thread(10, "loop", timer=5),
+            thread(11, "worker", wakeup=2),
+            thread(12, "worker", wakeup=1),
+            {"sched": {"tid": 0, "note": "no thread of the program took this slot"}},
+        ],
+    }
+    view, rows = meter_rows(doc)
+    assert view.key == "thread"
+    assert [(r["thread"], r["tid"]) for r in rows] == [
+        ("loop", 10),
+        ("worker", 11),
+        ("worker#2", 12),
+    ]
+    assert rows[0]["timer"] == 5 and rows[0]["wakeup"] == 0 and rows[0]["timer_max_ns"] == 5000
+    assert rows[1]["wakeup_max_ns"] == 7000
+    assert rows[0]["program"] == "./loop -c x (ended with exit status 3)"
+    doc["params"] = {"process": "loop"}
+    doc["sched"] = {"command": None}
+    assert meter_rows(doc)[1][0]["program"] == "loop"

@@ -1,6 +1,8 @@
 """The rows of the sched meter's view: one per observed thread of the user's program (the
 document's `threads[i].sched`), named by the program, with its timer and wake-up latency
-counts; a slot no thread took is left out."""
+counts; a slot no thread took is left out. A row is keyed by the thread's name (`worker`,
+`worker#2` for the second of that name), so that `compare` pairs the same thread of two
+runs, whose TIDs differ."""
 
 from __future__ import annotations
 
@@ -28,9 +30,26 @@ def _program(doc: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _ended(doc: Mapping[str, Any]) -> str:
+    """How a started program ended, when it was not the probe that stopped it."""
+    c = _dict(_dict(doc.get("sched")).get("command"))
+    if not c or c.get("stopped_by_probe") is True:
+        return ""
+    if isinstance(c.get("start_error"), str):
+        return f" (not started: {c['start_error']})"
+    if _int(c.get("signal")) is not None:
+        return f" (ended by signal {c['signal']})"
+    if _int(c.get("exit_status")) is not None:
+        return f" (ended with exit status {c['exit_status']})"
+    return ""
+
+
 def sched_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     program = _program(doc)
-    rows = []
+    if program is not None:
+        program += _ended(doc)
+    rows: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
     threads = doc.get("threads")
     for t in threads if isinstance(threads, list) else []:
         s = _dict(_dict(t).get("sched"))
@@ -39,9 +58,12 @@ def sched_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
             continue  # a slot no thread of the program took
         timer, wakeup = _dict(s.get("timer_latency")), _dict(s.get("wakeup_latency"))
         runtime = _dict(s.get("runtime"))
+        name = str(s.get("comm") or "?")
+        seen[name] = seen.get(name, 0) + 1
         rows.append(
             {
-                "thread": f"{s.get('comm') or '?'} ({tid})",
+                "thread": name if seen[name] == 1 else f"{name}#{seen[name]}",
+                "tid": tid,
                 "program": program,
                 "timer": _int(timer.get("count")),
                 "timer_max_ns": timer.get("max_ns"),
