@@ -431,7 +431,7 @@ def test_app_case_runs_its_command_there_without_an_application_audit(env, rtlab
     exp = tmp_path / "app.toml"
     exp.write_text(
         '[[series]]\nname = "app"\nduration = "1s"\nmlock = false\n'
-        'app = "sh -c \'while :; do sleep 0.01; done\'"\n'
+        "app = \"sh -c 'while :; do sleep 0.01; done'\"\n"
     )
     rc, out, err = rtlab("run", str(exp), "--target", a.url, "--check")
     assert rc == 0 and "-- sh -c" in out, err

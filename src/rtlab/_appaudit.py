@@ -147,6 +147,8 @@ class CaseAppAudit:
             self.doc.update(status="failed", reason="the probe never reached its measurement")
         else:
             self._thread.join()
+        if "status" not in self.doc:  # the audit's thread failed: a bug, said as such
+            self.doc.update(status="failed", reason="the application audit ended in an error")
         write_json_atomic(app_audit_path(document), self.doc)
 
     def abandon(self) -> None:
