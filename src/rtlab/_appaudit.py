@@ -34,6 +34,7 @@ APP_AUDIT_SUFFIX = ".app-audit.json"
 APP_AUDIT_SCHEMA = 1
 WINDOW_SHARE = 0.5  # of the case's duration: the window starts once the probe measures
 FIND_FOR_S = 1.0  # how long the process is looked for (a started one execs first)
+MEASURING = ("start", "measure")  # the probe's progress phases once its loads settled
 
 
 def app_audit_root(target: Target) -> Root | None:
@@ -87,15 +88,7 @@ class CaseAppAudit:
 
     def progress(self, line: dict[str, Any]) -> None:
         """A progress line of the probe: once it measures, the audit begins."""
-        if (
-            self._thread is None
-            and self.root is not None
-            and line.get("phase")
-            in (
-                "start",
-                "measure",
-            )
-        ):
+        if self._thread is None and self.root is not None and line.get("phase") in MEASURING:
             self._thread = threading.Thread(target=self._audit, daemon=True)
             self._thread.start()
 
