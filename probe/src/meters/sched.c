@@ -443,6 +443,17 @@ static void read_policies(struct sched_trace *st)
 			st->th[i].policy_known = true;
 }
 
+/* Each observed thread's name now: a command's exec (chrt, taskset) renamed it after it was
+ * found, and a drain that never ran dry may have kept discover() from seeing it. */
+static void rename_threads(struct sched_trace *st)
+{
+	char comm[32];
+
+	for (int i = 0; i < st->nthreads; i++)
+		if (!read_comm(0, st->th[i].tid, comm, sizeof(comm)))
+			snprintf(st->th[i].comm, sizeof(st->th[i].comm), "%.15s", comm);
+}
+
 /* What the document says of each slot: the observed thread, its policy read back. */
 static void publish(struct mthread *th, int n, const struct sched_trace *st)
 {
@@ -492,6 +503,7 @@ static void sched_loop(struct mthread *t, const void *p, const struct run_ctl *c
 	sched_trace_drain(s->st, th);
 	sched_trace_finish(s->st);
 	read_policies(s->st);
+	rename_threads(s->st);
 	publish(th, n, s->st);
 	atomic_store(&s->done, 1);
 }
