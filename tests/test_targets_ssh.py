@@ -500,3 +500,25 @@ def test_application_audit_over_ssh_matches_the_local_one(env, rtlab, tmp_path):
     assert [t["tid"] for t in doc["facts"]["threads"]] == [p.pid]
     assert rc_comm in (0, 1) and f"{named.name} ({q.pid}, 1 thread)" in out_comm, err_comm
     wait_until(lambda: not left_behind(a), what="the sessions to end")
+
+
+def test_app_case_runs_its_command_there_without_an_application_audit(env, rtlab, tmp_path):
+    """`app =` on an SSH target: the command runs there (the probe starts it), the case is
+    measured like any; the application audit has no live tree there and says so."""
+    _home, (a, _), results = env
+    exp = tmp_path / "app.toml"
+    exp.write_text(
+        '[[series]]\nname = "app"\nduration = "1s"\nmlock = false\n'
+        "app = \"sh -c 'while :; do sleep 0.01; done'\"\n"
+    )
+    rc, out, err = rtlab("run", str(exp), "--target", a.url, "--check")
+    assert rc == 0 and "-- sh -c" in out, err
+    rc, out, err = rtlab("run", str(exp), "--target", a.url, "--json")
+    assert rc == 0, err
+    rec = Store(results).open(json.loads(out)["id"])
+    doc = json.loads((rec.path / rec.cases[0].document).read_text())
+    assert doc["sched"]["command"]["stopped_by_probe"]
+    assert sum(t["count"] for t in doc["threads"]) > 0
+    audit = json.loads((rec.path / "cases" / "000.app-audit.json").read_text())
+    assert audit["status"] == "unavailable" and "not available on" in audit["reason"]
+    assert not left_behind(a)

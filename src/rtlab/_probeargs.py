@@ -75,6 +75,8 @@ CheckFn = Callable[[ProbeCall], Refusal | None]
 
 def _refused_key(exp: Experiment, call: ProbeCall, refusal: Refusal) -> str | None:
     """The case key that produced the option value the probe refused, if one did."""
+    if refusal.option is None and call.command and refusal.value == call.command[0]:
+        return "app"  # its program (or the chrt/taskset that starts it) cannot be run
     if refusal.option is None or exp.catalog is None:
         return None
     o = exp.catalog.option(call.meter, refusal.option)

@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rtlab._appcase import APP_METER, app_error, app_kind, app_options
 from rtlab._caseloads import case_loads, load_specs
 from rtlab._input import read_regular
 from rtlab._probeargs import (  # re-exported: the experiment API is this module
@@ -99,6 +100,9 @@ HOST_KEYS: dict[str, CaseKey] = {
         CaseKey("raw", "bool", "capture every sample"),
         CaseKey("mlock", "bool", "lock memory (true)"),
         CaseKey("probe_args", "strings", "further probe options of the meter"),
+        CaseKey("app", "str", "a command rtlab starts and measures (the sched meter)"),
+        CaseKey("attach", "str", "a running process measured, by its name (the sched meter)"),
+        CaseKey("app_threads", "str", '"all" or the name of the application threads measured'),
     )
 }
 #: Probe options that are no case key: rtlab sets them (or its host keys stand for them).
@@ -453,12 +457,14 @@ def _resolve_cpus(value: Any, root: Root, notes: list[str]) -> tuple[str | None,
 def _probe_call(
     catalog: Catalog, p: dict[str, Any], cpus: str | None, loads: list[tuple[str, str]]
 ) -> ProbeCall:
-    """METER, its options from the case keys (common ones first), loads, probe_args."""
-    meter = p.get("meter", DEFAULT_METER)
+    """METER, its options from the case keys (common ones first), loads, probe_args; an
+    application case's selection and command (its policy and CPUs are the program's)."""
+    app = app_kind(p) is not None
+    meter = p.get("meter", APP_METER if app else DEFAULT_METER)
     m = catalog.meter(meter)
     options = []
     for o in (*catalog.common_options, *(m.options if m else ())):
-        if o.name in HOST_OPTIONS:
+        if o.name in HOST_OPTIONS or (app and o.key in ("policy", "cpus")):
             continue
         value = cpus if o.key == "cpus" else p.get(o.key)
         if value is None or value is False or (o.key == "threads" and cpus):
@@ -468,7 +474,10 @@ def _probe_call(
     if p.get("mlock") is False:
         options.append(Option("no-mlock", None, "mlock"))
     options += probe_args_options(catalog, meter, p.get(PROBE_ARGS, []))
-    return ProbeCall(meter, tuple(options))
+    if not app:
+        return ProbeCall(meter, tuple(options))
+    selection, command = app_options(p, cpus)
+    return ProbeCall(meter, tuple(selection + options), command)
 
 
 def _expected_seconds(p: dict[str, Any]) -> float:
@@ -539,7 +548,11 @@ def expand(exp: Experiment, scale: float = 1.0, root: Root = LIVE_ROOT) -> Exper
 def _check_case(exp: Experiment, case: CaseRecord, catalog: Catalog) -> None:
     """Every key of the case must be one its meter accepts; probe_args only its options."""
     p = case.params
-    meter = p.get("meter", DEFAULT_METER)
+    why = app_error(p)
+    if why:
+        raise UserError(f"{case_where(exp, case)} key {q(why[0])}: {why[1]}")
+    app = app_kind(p)
+    meter = p.get("meter", APP_METER if app else DEFAULT_METER)
     if catalog.meter(meter) is None:
         raise UserError(
             f"{case_where(exp, case)} key 'meter': must be one of "
@@ -550,8 +563,9 @@ def _check_case(exp: Experiment, case: CaseRecord, catalog: Catalog) -> None:
             continue  # checked by parse(); its file when the run is planned on its target
         k = _meter_key(catalog, meter, key)
         if k is None:
+            by = f" (an {app} case is measured by it)" if app else ""
             raise UserError(
-                f"{case_where(exp, case)} key {q(key)}: not an option of meter {q(meter)}"
+                f"{case_where(exp, case)} key {q(key)}: not an option of meter {q(meter)}{by}"
             )
         why = _value_error(k, value, catalog)
         if why:

@@ -48,6 +48,7 @@ class ProbeCall:
 
     meter: str
     options: tuple[Option, ...] = field(default_factory=tuple)
+    command: tuple[str, ...] = ()  # a program the probe starts and observes (`-- CMD ARGS`)
 
     def has(self, *names: str) -> bool:
         return any(o.name in names for o in self.options)
@@ -77,7 +78,10 @@ class ProbeCall:
         return replace(self, options=self.options + tuple(options))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"meter": self.meter, "options": [o.to_dict() for o in self.options]}
+        out: dict[str, Any] = {"meter": self.meter, "options": [o.to_dict() for o in self.options]}
+        if self.command:  # absent before application cases: no schema step
+            out["command"] = list(self.command)
+        return out
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> ProbeCall:
@@ -99,14 +103,18 @@ class ProbeCall:
             if not isinstance(key, str):
                 raise UserError(f"{where}: probe.options[{i}].key must be a string")
             out.append(Option(name, value, key))
-        return cls(data["meter"], tuple(out))
+        command = data.get("command", [])
+        if not isinstance(command, list) or not all(isinstance(w, str) for w in command):
+            raise UserError(f"{where}: 'probe.command' must be a list of strings")
+        return cls(data["meter"], tuple(out), tuple(command))
 
 
 def probe_argv(
     call: ProbeCall, outputs: Outputs | None = None, *, check: bool = False
 ) -> list[str]:
     """The probe's command line for CALL (without the executable): the meter, its options,
-    then where it writes (OUTPUTS) or `--check`. The only place a command line is made."""
+    then where it writes (OUTPUTS) or `--check`, then `-- CMD ARGS` when CALL starts a
+    program. The only place a command line is made."""
     args = [call.meter]
     for o in call.options:
         args += [f"--{o.name}"] if o.value is None else [f"--{o.name}", o.value]
@@ -121,6 +129,8 @@ def probe_argv(
         args.append("--quiet")
         if outputs.stop_on_eof:
             args.append("--stop-on-eof")
+    if call.command:
+        args += ["--", *call.command]
     return args
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from rtlab._appaudit import case_app_audit
 from rtlab.errors import InternalError, LostError, OutputError, SettingError
 from rtlab.experiment import Experiment
 from rtlab.probe import term_as_interrupt
@@ -93,6 +95,11 @@ def with_deadline(call: ProbeCall, deadline_ns: int | None) -> ProbeCall:
     return call.adding(Option("deadline", f"{deadline_ns}ns", "deadline"))
 
 
+def _both(first: Callable[[dict], None], second: Callable[[dict], None], line: dict) -> None:
+    first(line)
+    second(line)
+
+
 def run_cases(store: Store, rec: ExperimentRecord, display: Display, target: Target) -> RunResult:
     """Run every case not done yet. Stops at the first interruption (^C, SIGTERM), keeping
     every case that finished. Holds the experiment's lock: a second run of the same
@@ -107,6 +114,7 @@ def _run_locked(store: Store, rec: ExperimentRecord, inner: Display, target: Tar
     display = ProgressRecorder(inner)  # results/<id>/progress.jsonl, for `rtlab watch`
     display.start(rec, todo)
     ran, interrupted = 0, False
+    app_audit = None
     previous = signal.signal(signal.SIGTERM, term_as_interrupt)
     try:
         for case in todo:
@@ -116,11 +124,13 @@ def _run_locked(store: Store, rec: ExperimentRecord, inner: Display, target: Tar
                 raise InternalError(f"case {case.index} ({case.name}) has no probe call")
             call = with_deadline(case.call, rec.deadline_ns)
             display.case_start(case)
+            app_audit = case_app_audit(target, case)  # app and attach cases: while it runs
+            progress = functools.partial(display.progress, case)
+            if app_audit is not None:
+                progress = functools.partial(_both, progress, app_audit.progress)
             try:
                 with target.case_settings(case):  # sysctl.* and tune keys, put back after
-                    outcome = target.run_case(
-                        case, call, doc, raw, functools.partial(display.progress, case)
-                    )
+                    outcome = target.run_case(case, call, doc, raw, progress)
             except KeyboardInterrupt:
                 outcome = None
             except SettingError as e:  # refused, or not put back: the run stops here
@@ -149,6 +159,8 @@ def _run_locked(store: Store, rec: ExperimentRecord, inner: Display, target: Tar
                 display.case_done(case, None)
                 reason = outcome.stderr.strip() or "no document written"
                 raise InternalError(f"case {case.index} ({case.name}) failed: {reason}")
+            if app_audit is not None:
+                app_audit.finish(doc)
             case.status, case.reason = "done", None
             case.document = f"cases/{doc.name}"
             rec.set_case(case)
@@ -157,6 +169,8 @@ def _run_locked(store: Store, rec: ExperimentRecord, inner: Display, target: Tar
     except KeyboardInterrupt:
         interrupted = True  # between two cases: every finished case is already recorded
     finally:
+        if app_audit is not None:  # a case that did not finish stores none
+            app_audit.abandon()
         signal.signal(signal.SIGTERM, previous)
         display.stop()
         store.index(rec)

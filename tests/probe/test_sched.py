@@ -324,6 +324,54 @@ def test_rtlab_explain_of_an_imported_sched_document_names_the_interferer(
     assert plant["kind"] == "thread" and pid in plant["pids"] and plant["spikes"] >= 2
 
 
+@needs_root
+@needs_tracefs
+def test_process_by_name_observes_its_threads(probe, progs, tmp_path):
+    """--process NAME: every thread of the process of that name (pidof's name), followed."""
+    app = subprocess.Popen(
+        [str(progs / "pipewake"), "1000", "100000", str(tmp_path / "own.txt")],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(200):  # until its reader thread exists
+            if len(list(Path(f"/proc/{app.pid}/task").iterdir())) > 1:
+                break
+            subprocess.run(["sleep", "0.01"], check=True)
+        tids = {int(p.name) for p in Path(f"/proc/{app.pid}/task").iterdir()}
+        cp, doc, _ = run_sched(probe, tmp_path, "--process", "pipewake", "--duration", "1s")
+    finally:
+        app.kill()
+        app.wait()
+    assert cp.returncode == 0, cp.stderr
+    assert doc["params"]["process"] == "pipewake"
+    assert doc["sched"]["process"] == app.pid  # one process: followed
+    by_comm = {t["sched"]["comm"]: t for t in doc["threads"]}
+    assert set(by_comm) == {"pipewake", "reader"}
+    assert {t["sched"]["tid"] for t in doc["threads"]} == tids
+    assert by_comm["reader"]["sched"]["wakeup_latency"]["count"] > 0
+
+
+@needs_root
+@needs_tracefs
+def test_command_thread_named_after_its_exec(probe, progs, tmp_path):
+    """A command started through exec wrappers (sh -c 'exec ...') is named by what runs."""
+    prog = progs / "periodic"
+    cp, doc, _ = run_sched(
+        probe,
+        tmp_path,
+        "--duration",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        f'exec "{prog}" abs 1000 1000000 "{tmp_path / "own.txt"}"',
+    )
+    assert cp.returncode == 0, cp.stderr
+    [t] = doc["threads"]
+    assert t["sched"]["comm"] == "periodic"
+    assert t["count"] > 0
+
+
 def dead_pid() -> int:
     p = subprocess.Popen(["true"])
     p.wait()
@@ -340,6 +388,8 @@ def dead_pid() -> int:
         ["--cpus", "0", "--pid", "1"],
         ["--loops", "5", "--pid", "1"],
         ["--comm", "no-such-thread-name"],
+        ["--process", "no-such-process"],
+        ["--process", "init", "--pid", "1"],
         ["--", "/nonexistent/program"],
         ["--pid", "1", "--"],
     ],

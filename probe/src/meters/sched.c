@@ -1,9 +1,10 @@
 /*
  * sched — the latency of the threads of an unmodified program, observed from outside:
- * a process (--pid), threads by name (--comm), by TID (--tid) or a command started and
- * followed (-- CMD ARGS). The probe's measuring thread 0 reads a private tracefs
- * instance (sched_trace.c) and records one "thread" per observed thread; the other
- * measuring threads only hold the slots of the document and wait.
+ * a process (--pid), the processes of a name (--process), threads by name (--comm), by
+ * TID (--tid) or a command started and followed (-- CMD ARGS). The probe's measuring
+ * thread 0 reads a private tracefs instance (sched_trace.c) and records one "thread" per
+ * observed thread; the other measuring threads only hold the slots of the document and
+ * wait.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -36,6 +37,8 @@ struct sched_params {
 	int64_t pid;
 	bool pid_set;
 	const char *comm;
+	/* every thread of the processes of this name (/proc/PID/comm) */
+	const char *process;
 	const char *tids; /* "TID[,TID...]" */
 	int samples;      /* enum sched_samples */
 	char **command;   /* -- CMD ARGS, or NULL */
@@ -130,7 +133,7 @@ static int discover(struct sched_params *s, pid_t proc, int64_t slots)
 {
 	char path[64], comm[32];
 	struct dirent *e;
-	int found = 0;
+	int found = 0, slot;
 	DIR *d;
 
 	snprintf(path, sizeof(path), "/proc/%d/task", proc);
@@ -144,8 +147,11 @@ static int discover(struct sched_params *s, pid_t proc, int64_t slots)
 		    (s->comm && strcmp(comm, s->comm)))
 			continue;
 		found++;
-		if (sched_trace_slot(s->st, tid) >= 0)
+		if ((slot = sched_trace_slot(s->st, tid)) >= 0) {
+			/* a command's exec (chrt, taskset, a shell's exec) renames its thread */
+			snprintf(s->st->th[slot].comm, sizeof(s->st->th[slot].comm), "%.15s", comm);
 			continue;
+		}
 		if (s->st->nthreads < slots)
 			assign(s->st, proc, tid, comm);
 		else
@@ -175,6 +181,37 @@ static int by_comm(struct sched_params *s, int64_t slots)
 	}
 	(void)closedir(d);
 	return found;
+}
+
+/* Every thread (named --comm when given) of the live processes whose name is NAME, as
+ * pidof matches it: /proc/PID/comm, which the kernel cuts to 15 bytes. One process found
+ * is followed (its later threads, its end); several are a fixed set. */
+static int by_process(struct sched_params *s, int64_t slots)
+{
+	char comm[32], name[16];
+	struct dirent *e;
+	int found = 0, procs = 0;
+	pid_t last = 0;
+	DIR *d = opendir("/proc");
+
+	if (!d)
+		return -errno;
+	snprintf(name, sizeof(name), "%.15s", s->process);
+	while ((e = readdir(d))) {
+		pid_t pid = (pid_t)atoi(e->d_name);
+		int n;
+
+		if (pid <= 0 || pid == getpid() || read_comm(0, pid, comm, sizeof(comm)) ||
+		    strcmp(comm, name) || !alive(pid) || (n = discover(s, pid, slots)) < 0)
+			continue;
+		found += n;
+		procs++;
+		last = pid;
+	}
+	(void)closedir(d);
+	if (procs == 1)
+		s->proc = last;
+	return procs ? found : -ESRCH;
 }
 
 /* "TID[,TID...]": each an existing thread. */
@@ -230,6 +267,7 @@ static int sched_nthreads(void *p, const struct common_params *c, struct opt_fau
 	struct sched_params *s = p;
 	int selectors = s->pid_set + (s->tids != NULL) + (c->command != NULL), rc;
 
+	selectors += s->process != NULL;
 	s->command = c->command;
 	s->st->samples = s->samples;
 	if (c->cpus_set)
@@ -241,11 +279,11 @@ static int sched_nthreads(void *p, const struct common_params *c, struct opt_fau
 				    "--loops: sched counts no cycles of its own; use --duration");
 	if (selectors > 1)
 		return opts_refusef(at, NULL, NULL, err, errlen,
-				    "--pid, --tid and a command after \"--\" exclude each other");
+				    "--pid, --process, --tid and -- CMD exclude each other");
 	if (!selectors && !s->comm)
 		return opts_refusef(at, NULL, NULL, err, errlen,
-				    "name the threads to observe: --pid PID, --comm NAME, --tid "
-				    "TID or -- CMD ARGS");
+				    "name the threads to observe: --pid PID, --process NAME, "
+				    "--comm NAME, --tid TID or -- CMD ARGS");
 	if (c->threads_set && c->threads > SCHED_THREADS_MAX)
 		return opts_refusef(at, "threads", NULL, err, errlen,
 				    "--threads: at most %d threads are observed",
@@ -272,6 +310,10 @@ static int sched_nthreads(void *p, const struct common_params *c, struct opt_fau
 					    (long long)s->pid);
 		s->proc = (pid_t)s->pid;
 		rc = discover(s, s->proc, s->slots);
+	} else if (s->process) {
+		if ((rc = by_process(s, s->slots)) == -ESRCH)
+			return opts_refusef(at, "process", s->process, err, errlen,
+					    "--process: no process named %.15s", s->process);
 	} else {
 		rc = by_comm(s, s->slots);
 	}
@@ -403,6 +445,17 @@ static void read_policies(struct sched_trace *st)
 			st->th[i].policy_known = true;
 }
 
+/* Each observed thread's name now: a command's exec (chrt, taskset) renamed it after it was
+ * found, and a drain that never ran dry may have kept discover() from seeing it. */
+static void rename_threads(struct sched_trace *st)
+{
+	char comm[32];
+
+	for (int i = 0; i < st->nthreads; i++)
+		if (!read_comm(0, st->th[i].tid, comm, sizeof(comm)))
+			snprintf(st->th[i].comm, sizeof(st->th[i].comm), "%.15s", comm);
+}
+
 /* What the document says of each slot: the observed thread, its policy read back. */
 static void publish(struct mthread *th, int n, const struct sched_trace *st)
 {
@@ -452,6 +505,7 @@ static void sched_loop(struct mthread *t, const void *p, const struct run_ctl *c
 	sched_trace_drain(s->st, th);
 	sched_trace_finish(s->st);
 	read_policies(s->st);
+	rename_threads(s->st);
 	publish(th, n, s->st);
 	atomic_store(&s->done, 1);
 }
@@ -464,6 +518,8 @@ static void sched_params_json(struct jw *w, const void *p)
 	s->pid_set ? jw_int(w, s->pid) : jw_null(w);
 	jw_key(w, "comm");
 	s->comm ? jw_str(w, s->comm) : jw_null(w);
+	jw_key(w, "process");
+	s->process ? jw_str(w, s->process) : jw_null(w);
 	jw_key(w, "tids");
 	s->tids ? jw_str(w, s->tids) : jw_null(w);
 	jw_key(w, "command");
@@ -542,6 +598,10 @@ static const struct opt_desc sched_opts[] = {
 		 "observe the threads of process PID (those found at the start, and later ones "
 		 "while --threads has room)",
 		 offsetof(struct sched_params, pid), offsetof(struct sched_params, pid_set)),
+	OPT_DESC("process", OPT_STRING, 0, 0, "NAME",
+		 "observe every thread of the processes named NAME (/proc/PID/comm, 15 bytes, as "
+		 "pidof); one such process is followed as --pid follows it",
+		 offsetof(struct sched_params, process), OPT_NO_SET),
 	OPT_DESC("comm", OPT_STRING, 0, 0, "NAME",
 		 "only threads named NAME (/proc/TID/comm); alone: every such thread of the system",
 		 offsetof(struct sched_params, comm), OPT_NO_SET),
@@ -558,19 +618,20 @@ static const struct opt_desc sched_opts[] = {
 const struct meter meter_sched = {
 	.name = "sched",
 	.summary = "latency of the threads of an unmodified program, from the trace",
-	.help = "Observes threads it did not start (--pid, --comm, --tid) or those of a command\n"
-		"it starts (-- CMD ARGS; stopped by its PID at the end of --duration) through a\n"
-		"private tracefs instance. Timer latency: from the soft expiry of an hrtimer the\n"
-		"thread armed (clock_nanosleep, timerfd, POSIX timers, poll timeouts; the time\n"
-		"the program asked for, so timer slack counts as latency) to the thread running\n"
-		"(sched_switch). Wake-up latency for any other wake-up: sched_waking to running.\n"
-		"Per thread also run time per activation, the period, overruns, preemptions and\n"
-		"migrations. A thread that never sleeps (busy-waits) gets no samples and a note.\n"
-		"Timestamps have a resolution of 1 us. --threads N: the number of threads\n"
-		"observed with --pid, --comm or a command (a command's first thread by default).\n"
-		"--explain THRESH: the samples above THRESH are explained from the same trace\n"
-		"(IRQ, softirq, hrtimer and scheduler events of every CPU): what ran on the\n"
-		"thread's CPU between the time it was due and its switch-in.",
+	.help = "Observes threads it did not start (--pid, --process, --comm, --tid) or those\n"
+		"of a command it starts (-- CMD ARGS; stopped by its PID at the end of\n"
+		"--duration) through a private tracefs instance. Timer latency: from the soft\n"
+		"expiry of an hrtimer the thread armed (clock_nanosleep, timerfd, POSIX timers,\n"
+		"poll timeouts; the time the program asked for, so timer slack counts as latency)\n"
+		"to the thread running (sched_switch). Wake-up latency for any other wake-up:\n"
+		"sched_waking to running. Per thread also run time per activation, the period,\n"
+		"overruns, preemptions and migrations. A thread that never sleeps (busy-waits)\n"
+		"gets no samples and a note. Timestamps have a resolution of 1 us. --threads N:\n"
+		"the number of threads observed with --pid, --process, --comm or a command (a\n"
+		"command's first thread by default). --explain THRESH: the samples above THRESH\n"
+		"are explained from the same trace (IRQ, softirq, hrtimer and scheduler events\n"
+		"of every CPU): what ran on the thread's CPU between the time it was due and its\n"
+		"switch-in.",
 	.options = sched_opts,
 	.params_size = sizeof(struct sched_params),
 	.defaults = sched_defaults,

@@ -100,8 +100,12 @@ def policy_of(read_back: Mapping[str, Any]) -> str | None:
 
 def _asked_policy(doc: Mapping[str, Any]) -> Any:
     """The policy the measuring threads should run: params.policy, except for the periodic
-    meter's deadline mechanism, whose thread runs SCHED_DEADLINE by design."""
+    meter's deadline mechanism, whose thread runs SCHED_DEADLINE by design. The sched
+    meter's threads are a program's, whose policy is its own (params.policy is the probe's
+    reader's): nothing was asked of them."""
     params = _dict(doc.get("params"))
+    if doc.get("meter") == "sched":
+        return None
     if doc.get("meter") == "periodic" and params.get("mechanism") == "deadline":
         return "deadline"
     return params.get("policy")

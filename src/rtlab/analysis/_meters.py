@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rtlab.analysis._sched_view import sched_rows
 from rtlab.units import format_ns
 
 
@@ -348,6 +349,37 @@ VIEWS: dict[str, MeterView] = {
                 Column("max_rate_per_s", "max rate /s", "per_s", "highest sustained event rate"),
             ),
             _response,
+        ),
+        MeterView(
+            "sched",
+            "Application threads",
+            "How late do my program's own threads run, and why were they woken?",
+            "thread",
+            (),
+            (
+                Column("thread", "thread", "text", "the observed thread's name (#2: the second)"),
+                Column("tid", "TID", "count", "its thread ID", compared=False),
+                Column("program", "program", "text", "the command started, or the process"),
+                Column("timer", "timer", "count", "activations by a timer it armed"),
+                Column("timer_max_ns", "timer max", "ns", "timer latency: expiry to running"),
+                Column("wakeup", "wake-ups", "count", "activations by any other wake-up"),
+                Column("wakeup_max_ns", "wake-up max", "ns", "sched_waking to running"),
+                Column(
+                    "period_ns", "period", "ns", "detected from its timer expiries", compared=False
+                ),
+                Column(
+                    "runtime_ns",
+                    "run / activation",
+                    "ns",
+                    "mean CPU time per activation",
+                    compared=False,
+                ),
+                Column("overruns", "overruns", "count", "expiries while it still ran"),
+                Column("preemptions", "preempted", "count", "switched out while runnable"),
+                Column("migrations", "migrations", "count", "moves to another CPU", compared=False),
+                Column("note", "note", "text", "what could not be measured", compared=False),
+            ),
+            sched_rows,
         ),
         MeterView(
             "noise",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.console import Console
 
+from rtlab._appaudit import app_audit_lines, read_app_audit
 from rtlab.analysis import (
     EXPORT_METRICS,
     METRICS,
@@ -180,6 +181,12 @@ def show(
                     for c in conditions
                 ],
                 "meters": {view.meter: vrows for view, vrows in views},
+                "app_audit": [
+                    {"index": c.index, "series": c.series, "case": c.name}
+                    | {k: v for k, v in d.items() if k != "facts"}
+                    for c in rec.done_cases
+                    if (d := read_app_audit(rec.path, c)) is not None
+                ],
                 "production": [
                     {"index": c.index, "series": c.series, "case": c.name} | p
                     for c, p in _production(rec)
@@ -234,6 +241,7 @@ def show(
         title = "production conditions (% of the measured CPUs' time by category, load average)"
         out.print(rich_table(title, PRODUCTION_HEADERS, prod, 3))
     _print_conditions(out, conditions)
+    _print_app_audits(out, rec)
     if verdict_line is not None:
         out.print(verdict_line)
     return status
@@ -312,6 +320,18 @@ def _print_conditions(out: Console, conditions: list[CaseConditions]) -> None:
             out.print(line(f"    kernel log: {m['text']}{who}"))
         if len(cond.messages) > SHOWN_MESSAGES:
             out.print(f"    kernel log: {len(cond.messages) - SHOWN_MESSAGES} more (--json)")
+
+
+def _print_app_audits(out: Console, rec: ExperimentRecord) -> None:
+    """The application audit made while each app or attach case ran."""
+    audits = [(c, d) for c in rec.done_cases if (d := read_app_audit(rec.path, c)) is not None]
+    if not audits:
+        return
+    out.print("application audit (while the case ran):")
+    for c, doc in audits:
+        out.print(line(f"  {c.series} / {c.name}:"))
+        for status, text in app_audit_lines(doc):
+            out.print(line("    ", (status, "bold"), f" {text}"))
 
 
 def _print_pwcet(

@@ -15,6 +15,7 @@ from rtlab._output import csv_text
 from rtlab.analysis import PivotSpec
 from rtlab.errors import UserError
 from rtlab.report import _conditions, _production, _pwcet
+from rtlab.report._appaudit import app_audit_table
 from rtlab.report._comparison import comparison_tables
 from rtlab.report._data import ExperimentData, collect
 from rtlab.report._layoutplots import bar_plot, box_plots_per_setup, overlay_plot
@@ -343,6 +344,18 @@ def build_sections(
                 "experiment (below 1: better than the first). The Mann-Whitney rank test "
                 "needs raw samples on both sides (rtlab run --raw); 'differs' means p < 0.01.",
                 tables=comparison_tables(exps),
+            )
+        )
+    app = app_audit_table(exps)
+    if app.rows:
+        secs.append(
+            Section(
+                "app-audit",
+                "Application audit",
+                "The application's threads checked while each app or attach case ran "
+                "(rtlab audit --pid): policy and priority, CPUs, locked memory, faults, "
+                "switches, migrations, throttling.",
+                tables=[app],
             )
         )
     if any(e.audit for e in exps):

@@ -1,0 +1,62 @@
+"""`app =` and `attach =` experiments on a vm: target (Debian's PREEMPT_RT kernel, CPU 1
+isolated), run through the session's booted guest: the program is built and started in
+the guest, the case measured there and its document brought back. Structure is asserted,
+never a latency (the guest is emulated)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rtlab.measure import Settings, measure, plan
+from rtlab.runner import Display
+from rtlab.store import Store
+
+from .conftest import RT_CPU, Guest
+
+PERIODIC = Path(__file__).resolve().parents[1] / "probe" / "progs" / "periodic.c"
+
+
+def test_app_and_attach_cases_run_in_the_guest(rt_guest: Guest, tmp_path):
+    g = rt_guest
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the measured program")
+    # The guest's /tmp is its own: the program is built there, by this machine's compiler.
+    g.sh(f"{cc} -O2 -o /tmp/periodic {PERIODIC}")
+    attached = g.sh(
+        "setsid /tmp/periodic abs 1000 1000000 /tmp/attached.txt </dev/null >/dev/null 2>&1 "
+        "& echo $!"
+    ).strip()
+    assert attached.isdigit(), attached
+    exp = tmp_path / "app.toml"
+    exp.write_text(
+        '[defaults]\nduration = "3s"\nmlock = false\n'
+        '[[series]]\nname = "started"\napp = "/tmp/periodic abs 1000 1000000 /tmp/own.txt"\n'
+        'cpus = "isolated"\nsweep = { policy = ["fifo:70"] }\n'
+        '[[series]]\nname = "attached"\nattach = "periodic"\n'
+    )
+    try:
+        planned = plan(str(exp), g.target, Settings(), lambda text: None)  # type: ignore[arg-type]
+        done = measure(
+            Store(tmp_path / "r"), planned, g.target, Settings(), Display(), lambda text: None
+        )  # type: ignore[arg-type]
+    finally:
+        g.sh(f"kill {attached}", check=False)
+    rec = done.record
+    assert rec.complete and not done.interrupted
+    started = json.loads((rec.path / rec.cases[0].document).read_text())
+    [t] = [t for t in started["threads"] if t["sched"]["tid"]]
+    assert t["sched"]["comm"] == "periodic" and t["count"] > 0
+    assert t["policy"]["name"] == "fifo" and t["policy"]["priority"] == 70  # chrt in the guest
+    assert started["sched"]["command"]["stopped_by_probe"]
+    assert started["params"]["command"][:6] == ["chrt", "-f", "70", "taskset", "-c", str(RT_CPU)]
+    att = json.loads((rec.path / rec.cases[1].document).read_text())
+    assert att["sched"]["process"] == int(attached)
+    assert sum(x["count"] for x in att["threads"]) > 0
+    for c in rec.cases:
+        audit = json.loads((rec.path / "cases" / f"{c.slug}.app-audit.json").read_text())
+        assert audit["status"] == "unavailable" and "not available on" in audit["reason"]
