@@ -5,13 +5,14 @@ with the application audit made while a local case runs."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from rtlab._appaudit import app_audit_root, started_pids
+from rtlab._appaudit import started_pids
 from rtlab.analysis import meter_rows
 from rtlab.errors import UserError
 from rtlab.experiment import expand, parse
@@ -94,26 +95,33 @@ def test_a_case_without_duration_is_refused():
         cases('[[series]]\nname = "s"\napp = "x"\n')
 
 
-def test_the_audit_reads_this_machine_only():
-    assert app_audit_root(LocalTarget()) is LIVE_ROOT
+def test_the_audit_reads_this_machine_live():
+    t = LocalTarget()
+    assert t.system_now() is LIVE_ROOT
+    proot = t.process_root([os.getpid()])
+    assert proot.live and proot.top is LIVE_ROOT
 
 
 def test_started_program_is_the_probes_child_in_its_group(tmp_path):
     """In a fake /proc: rtlab (100) -> probe (200, its own group) -> program (300, same
     group) and a load (400, a group of its own); a zombie (500) is no program."""
 
-    def proc(pid, ppid, pgrp, state="S"):
+    def proc(pid, ppid, pgrp, state="S", comm="x y"):
         d = tmp_path / "proc" / str(pid)
         d.mkdir(parents=True)
-        (d / "stat").write_text(f"{pid} (x y) {state} {ppid} {pgrp} {pgrp} 0 -1 0\n")
+        (d / "stat").write_text(f"{pid} ({comm}) {state} {ppid} {pgrp} {pgrp} 0 -1 0\n")
 
     proc(100, 1, 100)
-    proc(200, 100, 200)
+    proc(200, 100, 200, comm="rtlab-probe")
     proc(300, 200, 200)
     proc(400, 200, 400)
     proc(500, 200, 200, "Z")
+    proc(600, 50, 600)  # a group leader that is no probe, and its child
+    proc(700, 600, 600)
     assert started_pids(SysRoot(tmp_path), 100) == [300]
     assert started_pids(SysRoot(tmp_path), 1) == []
+    # on a target (its probe's parent is a shell there): the child of any rtlab-probe
+    assert started_pids(SysRoot(tmp_path), None) == [300]
 
 
 @pytest.fixture(scope="module")

@@ -502,13 +502,14 @@ def test_application_audit_over_ssh_matches_the_local_one(env, rtlab, tmp_path):
     wait_until(lambda: not left_behind(a), what="the sessions to end")
 
 
-def test_app_case_runs_its_command_there_without_an_application_audit(env, rtlab, tmp_path):
+def test_app_case_runs_its_command_there_with_its_application_audit(env, rtlab, tmp_path):
     """`app =` on an SSH target: the command runs there (the probe starts it), the case is
-    measured like any; the application audit has no live tree there and says so."""
+    measured like any, and the application audit reads the program there (through the
+    target's probe: sysinfo, then sysinfo --pid before and after the window)."""
     _home, (a, _), results = env
     exp = tmp_path / "app.toml"
     exp.write_text(
-        '[[series]]\nname = "app"\nduration = "1s"\nmlock = false\n'
+        '[[series]]\nname = "app"\nduration = "2s"\nmlock = false\n'
         "app = \"sh -c 'while :; do sleep 0.01; done'\"\n"
     )
     rc, out, err = rtlab("run", str(exp), "--target", a.url, "--check")
@@ -520,5 +521,10 @@ def test_app_case_runs_its_command_there_without_an_application_audit(env, rtlab
     assert doc["sched"]["command"]["stopped_by_probe"]
     assert sum(t["count"] for t in doc["threads"]) > 0
     audit = json.loads((rec.path / "cases" / "000.app-audit.json").read_text())
-    assert audit["status"] == "unavailable" and "not available on" in audit["reason"]
+    assert audit["status"] == "done", audit
+    assert audit["pids"] == [doc["sched"]["command"]["pid"]]
+    assert [p["comm"] for p in audit["facts"]["processes"]] == ["sh"]
+    by_id = {x["id"]: x["status"] for x in audit["findings"]}
+    assert by_id["app.priority"] == "WARN"  # SCHED_OTHER: no real-time thread
+    assert by_id["app.memlock"] == "WARN"  # nothing locked
     assert not left_behind(a)

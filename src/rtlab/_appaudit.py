@@ -6,23 +6,25 @@ have groups of their own), and `rtlab audit --pid` is made on it over a window i
 case's duration. The document (what `rtlab audit --pid --json` prints, with the case's
 PIDs and window) is stored beside the case's result, `cases/NNN.app-audit.json`.
 
-Where the audit can read is decided in one place, `app_audit_root`: this machine's live
-tree for the local target; no remote target has a live tree yet, so there the document
-says the audit is not available.
+On this machine the audit reads the live /proc; on a board or virtual machine the
+target's probe reads it (`rtlab-probe sysinfo` to find the process, `sysinfo --pid` before
+and after the window: `Target.system_now` and `Target.process_root`). There a started
+program is the child of a process named rtlab-probe that leads its process group.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rtlab._appcase import APP, ATTACH, app_kind
-from rtlab.errors import UserError
+from rtlab.errors import UnsupportedError, UserError
 from rtlab.records import CaseRecord
 from rtlab.store import write_json_atomic
-from rtlab.system import LIVE_ROOT, Root
+from rtlab.system import Root
 from rtlab.system._app import MAX_WINDOW_S, MIN_WINDOW_S, pids_of, read_app_facts
 from rtlab.system._checks_app import app_document, run_app_audit
 from rtlab.units import parse_duration_ns
@@ -33,16 +35,11 @@ if TYPE_CHECKING:
 APP_AUDIT_SUFFIX = ".app-audit.json"
 APP_AUDIT_SCHEMA = 1
 WINDOW_SHARE = 0.5  # of the case's duration: the window starts once the probe measures
-FIND_FOR_S = 1.0  # how long the process is looked for (a started one execs first)
+FIND_FOR_S = 2.0  # how long the process is looked for (a started one execs first)
 MEASURING = ("start", "measure")  # the probe's progress phases once its loads settled
 
 
-def app_audit_root(target: Target) -> Root | None:
-    """The live system tree an application audit on TARGET reads, None where none is
-    available (every remote target, for now)."""
-    from rtlab.targets._local import LocalTarget
-
-    return LIVE_ROOT if isinstance(target, LocalTarget) else None
+PROBE_COMM = "rtlab-probe"
 
 
 def app_audit_path(document: Path) -> Path:
@@ -50,37 +47,45 @@ def app_audit_path(document: Path) -> Path:
     return document.with_name(document.stem + APP_AUDIT_SUFFIX)
 
 
-def _stat(root: Root, pid: str) -> tuple[int, int, str] | None:
-    """(ppid, process group, state) of /proc/PID/stat."""
+def _stat(root: Root, pid: str) -> tuple[int, int, str, str] | None:
+    """(ppid, process group, state, comm) of /proc/PID/stat."""
     text = root.read(f"proc/{pid}/stat")
     if not text:
         return None
-    f = text.rpartition(")")[2].split()
+    head, _, rest = text.rpartition(")")
+    f = rest.split()
     try:
-        return int(f[1]), int(f[2]), f[0]
+        return int(f[1]), int(f[2]), f[0], head.partition("(")[2]
     except (IndexError, ValueError):
         return None
 
 
-def started_pids(root: Root, parent: int) -> list[int]:
-    """The program a probe run by PARENT started: a live child of that probe in the
-    probe's own process group (the probe leads its session; its loads lead their own)."""
+def started_pids(root: Root, parent: int | None) -> list[int]:
+    """The program a probe run by PARENT (None: any process named rtlab-probe) started: a
+    live child of that probe in the probe's process group (its loads lead groups of their
+    own; here the probe leads its group, on a target it is in its shell's)."""
     stats = {}
     for name in root.listdir("proc") or []:
         if name.isdigit():
             s = _stat(root, name)
             if s is not None and s[2] not in ("Z", "X"):
                 stats[int(name)] = s
-    probes = {pid for pid, (ppid, pgrp, _) in stats.items() if ppid == parent and pgrp == pid}
-    return sorted(pid for pid, (ppid, pgrp, _) in stats.items() if ppid in probes and pgrp == ppid)
+    probes = {
+        pid: pgrp
+        for pid, (ppid, pgrp, _, comm) in stats.items()
+        if ((ppid == parent and pgrp == pid) if parent is not None else comm == PROBE_COMM)
+    }
+    return sorted(
+        pid for pid, (ppid, pgrp, _, _) in stats.items() if ppid in probes and pgrp == probes[ppid]
+    )
 
 
 class CaseAppAudit:
-    """The application audit of one case: started by the case's first progress line,
-    collected (its document) when the case has ended."""
+    """The application audit of one case on TARGET: started by the case's first progress
+    line, collected (its document) when the case has ended."""
 
-    def __init__(self, root: Root | None, case: CaseRecord, target_name: str) -> None:
-        self.root, self.case, self.target_name = root, case, target_name
+    def __init__(self, target: Target, case: CaseRecord) -> None:
+        self.target, self.case = target, case
         self.kind = app_kind(case.params)
         self.doc: dict[str, Any] = {"schema": APP_AUDIT_SCHEMA, "case": case.index}
         self._thread: threading.Thread | None = None
@@ -88,25 +93,28 @@ class CaseAppAudit:
 
     def progress(self, line: dict[str, Any]) -> None:
         """A progress line of the probe: once it measures, the audit begins."""
-        if self._thread is None and self.root is not None and line.get("phase") in MEASURING:
+        if self._thread is None and line.get("phase") in MEASURING:
             self._thread = threading.Thread(target=self._audit, daemon=True)
             self._thread.start()
 
-    def _find(self, root: Root) -> list[int]:
-        waited = 0.0
+    def _find(self) -> list[int]:
+        """The program's processes, looked for until FIND_FOR_S has passed (on a remote
+        target each look is a round trip to its probe)."""
+        live = self.target.root.live
+        parent = os.getpid() if live else None  # there: the child of any rtlab-probe
+        until = time.monotonic() + FIND_FOR_S
         while not self._stop.is_set():
+            root = self.target.system_now()
             if self.kind == ATTACH:
                 found = pids_of(root, self.case.params[ATTACH])
             else:
-                found = started_pids(root, os.getpid())
-            if found or waited >= FIND_FOR_S:
+                found = started_pids(root, parent)
+            if found or time.monotonic() >= until:
                 return found
             self._stop.wait(0.02)
-            waited += 0.02
         return []
 
     def _audit(self) -> None:
-        assert self.root is not None
         duration_s = parse_duration_ns(self.case.params["duration"]) / 1e9
         window_s = min(MAX_WINDOW_S, duration_s * WINDOW_SHARE)
         try:
@@ -115,28 +123,31 @@ class CaseAppAudit:
                     f"the case lasts {duration_s:g} s: too short for a window of "
                     f"{MIN_WINDOW_S:g} s within it"
                 )
-            pids = self._find(self.root)
+            pids = self._find()
             if not pids:
                 what = self.case.params.get(ATTACH) if self.kind == ATTACH else "its command"
                 raise UserError(f"no process of {what} found while the case ran")
-            facts = read_app_facts(self.root, pids, window_s, wait=self._stop.wait)
+            proot = self.target.process_root(pids)
+
+            def wait(seconds: float) -> None:
+                self._stop.wait(seconds)
+                proot.refresh()
+
+            facts = read_app_facts(proot, pids, window_s, wait=wait)
             self.doc.update(
                 status="done",
                 pids=pids,
                 window_s=window_s,
                 **app_document(facts, run_app_audit(facts)),
             )
+        except UnsupportedError as e:
+            self.doc.update(status="unavailable", reason=f"application audit: {e}")
         except UserError as e:
             self.doc.update(status="failed", reason=str(e))
 
     def finish(self, document: Path) -> None:
         """Store the document beside the case's DOCUMENT (the case has ended)."""
-        if self.root is None:
-            self.doc.update(
-                status="unavailable",
-                reason=f"application audit: not available on {self.target_name}",
-            )
-        elif self._thread is None:
+        if self._thread is None:
             self.doc.update(status="failed", reason="the probe never reached its measurement")
         else:
             self._thread.join()
@@ -155,7 +166,7 @@ def case_app_audit(target: Target, case: CaseRecord) -> CaseAppAudit | None:
     """The application audit of CASE on TARGET, None when it measures no application."""
     if app_kind(case.params) not in (APP, ATTACH):
         return None
-    return CaseAppAudit(app_audit_root(target), case, target.name)
+    return CaseAppAudit(target, case)
 
 
 MAX_APP_AUDIT_BYTES = 16 << 20

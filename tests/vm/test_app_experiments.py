@@ -34,7 +34,7 @@ def test_app_and_attach_cases_run_in_the_guest(rt_guest: Guest, tmp_path):
     assert attached.isdigit(), attached
     exp = tmp_path / "app.toml"
     exp.write_text(
-        '[defaults]\nduration = "3s"\nmlock = false\n'
+        '[defaults]\nduration = "6s"\nmlock = false\n'
         '[[series]]\nname = "started"\napp = "/tmp/periodic abs 1000 1000000 /tmp/own.txt"\n'
         'cpus = "isolated"\nsweep = { policy = ["fifo:70"] }\n'
         '[[series]]\nname = "attached"\nattach = "periodic"\n'
@@ -57,6 +57,14 @@ def test_app_and_attach_cases_run_in_the_guest(rt_guest: Guest, tmp_path):
     att = json.loads((rec.path / rec.cases[1].document).read_text())
     assert att["sched"]["process"] == int(attached)
     assert sum(x["count"] for x in att["threads"]) > 0
-    for c in rec.cases:
+    # the application audit, read in the guest by its probe (sysinfo --pid)
+    for c, pid in zip(rec.cases, [started["sched"]["command"]["pid"], int(attached)], strict=True):
         audit = json.loads((rec.path / "cases" / f"{c.slug}.app-audit.json").read_text())
-        assert audit["status"] == "unavailable" and "not available on" in audit["reason"]
+        assert audit["status"] == "done" and audit["pids"] == [pid], audit
+        by_id = {x["id"]: x for x in audit["findings"]}
+        assert by_id["app.memlock"]["status"] == "WARN"  # the program locks nothing
+        threads = audit["facts"]["threads"]
+        assert [t["tid"] for t in threads] == [pid]
+        if c is rec.cases[0]:  # started by chrt -f 70 taskset -c RT_CPU in the guest
+            assert (threads[0]["policy"], threads[0]["priority"]) == ("fifo", 70)
+            assert threads[0]["cpus"] == [RT_CPU]

@@ -47,7 +47,11 @@ class ProcessRoot:
     def describe(self) -> str:
         return self.base.describe()
 
+    def refresh(self) -> None:
+        """Read the processes' files again (the end of the window)."""
+        self.top = self._fetch()
+
     def wait(self, seconds: float) -> None:
         """Let the window pass, then read the processes' files again."""
         time.sleep(seconds)
-        self.top = self._fetch()
+        self.refresh()

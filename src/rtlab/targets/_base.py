@@ -59,6 +59,10 @@ class Target(ABC):
         """What an experiment's manifest keeps of it (`--resume` opens it again)."""
         return None
 
+    def system_now(self) -> Root:
+        """Its system as it is now (processes come and go): the live tree here."""
+        return self.root
+
     def process_root(self, pids: list[int]) -> ProcessRoot:
         """What the application audit of PIDS reads there: its root for the system, the
         processes' files read again after the window (here: the live files)."""

@@ -94,6 +94,11 @@ class Remote(Target):
     def id_name(self) -> str | None:
         return self.name
 
+    def system_now(self) -> Root:
+        """A new `rtlab-probe sysinfo` of the target."""
+        assert self.session is not None
+        return self._call(self.session.snapshot())
+
     def process_root(self, pids: list[int]) -> ProcessRoot:
         """The processes' files from the target's probe (`sysinfo --pid`), each time."""
         assert self.session is not None
