@@ -9,6 +9,7 @@ from typing import Any
 
 from rtlab.analysis._pwcet_clusters import Clusters, bursts_text
 from rtlab.analysis._pwcet_gates import MIN_SAMPLES, Gate
+from rtlab.units import format_ns
 
 #: Bursts wanted above the top-1 % level for the tests on declustered extremes to see.
 BURSTS_WANTED = 200
@@ -55,7 +56,7 @@ def for_gate(g: Gate, n: int, bursts: Clusters | None, params: dict[str, Any]) -
         )
     if name == "mixture":
         where = params.get("regime_boundary_ns")
-        near = f" parting near {where / 1e3:.3g} µs" if where else ""
+        near = f" parting near {format_ns(where)}" if where else ""
         hint = f" (rtlab run --explain {max(where / 1e3, 1):.0f}us)" if where else ""
         return Advice(
             f"two tail regimes{near}: split by cause with --explain{hint} and judge each "

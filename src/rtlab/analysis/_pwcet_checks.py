@@ -34,6 +34,7 @@ from scipy import stats
 from rtlab.analysis._pwcet_clusters import split
 from rtlab.analysis._pwcet_fit import GPDModel, gpd_fit_many
 from rtlab.analysis._pwcet_gates import ALPHA, Gate
+from rtlab.units import format_ns
 
 GRID = 512
 _H_LO, _H_HI, _ITERS = 0.005, 3.0, 22
@@ -149,7 +150,7 @@ def mixture_gate(method: str, y: np.ndarray, null_y: np.ndarray, scale: float,
             at = math.nan
         if math.isfinite(at):
             boundary = threshold + scale * max(at, 0.0)
-            measured += f"; the regimes part near {boundary / 1e3:.4g} µs"
+            measured += f"; the regimes part near {format_ns(boundary)}"
     detail = measured if ok else f"two tail regimes: one law cannot fit both ({measured})"
     return Gate("mixture", method, float(min(p_bw, p_gap)), p, ok, detail), boundary
 

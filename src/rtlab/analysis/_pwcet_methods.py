@@ -51,7 +51,7 @@ from rtlab.analysis._pwcet_gates import (
 
 POT, BM = "pot", "block-maxima"
 K_MIN, K_MAX, K_STEPS = 50, 5000, 25
-K_FIT = 30  # fewest cluster maxima a candidate threshold is fitted with
+K_FIT = K_MIN  # fewest burst maxima a candidate threshold is fitted with, as exceedances
 B0, M_MIN, M_MAX = 25, 30, 5000
 Z_STABLE = 2.5
 STABLE_SPAN = 4
@@ -115,10 +115,13 @@ def _excesses(n: int, top_val: np.ndarray, top_idx: np.ndarray, k: int,
 
 
 def fit_pot(n: int, top_val: np.ndarray, top_idx: np.ndarray, seed: int,
-            clustered: bool = False) -> MethodFit:  # fmt: skip
+            clustered: bool = False, theta_high: float = 0.0) -> MethodFit:  # fmt: skip
     """TOP_VAL: the largest samples in descending order, TOP_IDX their positions in time.
     CLUSTERED: the extremes come in bursts; fit the maximum of each (Ferro-Segers
-    declustering at each candidate threshold) and keep the extremal index."""
+    declustering at each candidate threshold) and keep the extremal index: the larger of
+    its estimate at the chosen threshold and THETA_HIGH, the estimate at a higher level
+    (bursts tend to shorten as the level rises, and a theta estimated too low would
+    understate the maximum of a run)."""
     out = MethodFit(POT, None)
     ks = pot_candidates(n)
     ks = ks[ks < top_val.size]
@@ -164,8 +167,9 @@ def fit_pot(n: int, top_val: np.ndarray, top_idx: np.ndarray, seed: int,
     def model_at(j: int) -> GPDModel:
         k = int(ks[j])
         y, cl = fitted[j]
+        theta = max(cl.theta, theta_high) if clustered else 1.0
         return GPDModel(y / scales[j], scales[j], float(top_val[k]), k / n, sigmas[j], xis[j],
-                        lls[j], cl.theta if clustered else 1.0)  # fmt: skip
+                        lls[j], min(theta, 1.0))  # fmt: skip
 
     jc = int(idx[chosen])
     out.model = model = model_at(jc)
@@ -181,6 +185,7 @@ def fit_pot(n: int, top_val: np.ndarray, top_idx: np.ndarray, seed: int,
         "rate": model.zeta,
         "declustered": clustered,
         "extremal_index": model.theta,
+        "extremal_index_at_threshold": cl.theta if clustered else 1.0,
         "clusters": cl.count,
         "run_length": cl.run,
         "cluster_rate": cl.count / n,
