@@ -432,12 +432,11 @@ def fit_tail(
         return TailFit(x, method, confidence, seed, gates, [], reason(fail), fail, bursts)
     fits = []
     if method in ("auto", POT):
-        high = 0.0 if bursts is None else bursts.theta
-        fits.append(fit_pot(n, top_val, idx, seed, clustered=bursts is not None, theta_high=high))
+        fits.append(fit_pot(n, top_val, idx, seed, clustered=bursts is not None))
         # extremes that looked independent in the top 1 % but not above the chosen threshold
         if bursts is None and _failed(fits[0], "independence"):
             bursts = decluster(hidx, x[hidx])
-            fits[0] = fit_pot(n, top_val, idx, seed, clustered=True, theta_high=bursts.theta)
+            fits[0] = fit_pot(n, top_val, idx, seed, clustered=True)
     if method in ("auto", BM):
         fits.append(fit_bm(x, seed, 1.0 if bursts is None else bursts.theta))
     # a tail with two regimes, or one that changes over the run, is refused by both methods

@@ -115,13 +115,13 @@ def _excesses(n: int, top_val: np.ndarray, top_idx: np.ndarray, k: int,
 
 
 def fit_pot(n: int, top_val: np.ndarray, top_idx: np.ndarray, seed: int,
-            clustered: bool = False, theta_high: float = 0.0) -> MethodFit:  # fmt: skip
+            clustered: bool = False) -> MethodFit:  # fmt: skip
     """TOP_VAL: the largest samples in descending order, TOP_IDX their positions in time.
     CLUSTERED: the extremes come in bursts; fit the maximum of each (Ferro-Segers
-    declustering at each candidate threshold) and keep the extremal index: the larger of
-    its estimate at the chosen threshold and THETA_HIGH, the estimate at a higher level
-    (bursts tend to shorten as the level rises, and a theta estimated too low would
-    understate the maximum of a run)."""
+    declustering at each candidate threshold) and keep the extremal index as the bursts
+    per exceedance at the chosen threshold: theta times the exceedance rate is the burst
+    rate, so the bursts whose maximum exceeds x arrive at theta k/n G(x - u) per
+    activation, G the tail fitted to the burst maxima (what the maximum of a run needs)."""
     out = MethodFit(POT, None)
     ks = pot_candidates(n)
     ks = ks[ks < top_val.size]
@@ -167,9 +167,9 @@ def fit_pot(n: int, top_val: np.ndarray, top_idx: np.ndarray, seed: int,
     def model_at(j: int) -> GPDModel:
         k = int(ks[j])
         y, cl = fitted[j]
-        theta = max(cl.theta, theta_high) if clustered else 1.0
+        theta = cl.count / k if clustered else 1.0
         return GPDModel(y / scales[j], scales[j], float(top_val[k]), k / n, sigmas[j], xis[j],
-                        lls[j], min(theta, 1.0))  # fmt: skip
+                        lls[j], theta)  # fmt: skip
 
     jc = int(idx[chosen])
     out.model = model = model_at(jc)
@@ -185,7 +185,7 @@ def fit_pot(n: int, top_val: np.ndarray, top_idx: np.ndarray, seed: int,
         "rate": model.zeta,
         "declustered": clustered,
         "extremal_index": model.theta,
-        "extremal_index_at_threshold": cl.theta if clustered else 1.0,
+        "extremal_index_estimate": cl.theta if clustered else 1.0,
         "clusters": cl.count,
         "run_length": cl.run,
         "cluster_rate": cl.count / n,
