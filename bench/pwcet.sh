@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Does the pWCET estimate earn trust? (bench/pwcet.py) Two figures in one run:
+# Does the pWCET estimate earn trust? (bench/pwcet.py) Three figures in one run:
 #   1. coverage of its 90 % interval on synthetic data with known tails (GPD shape -0.3,
 #      -0.1, 0 over a gamma body; 200 seeded replicates each, p = 1e-6 and 1e-9),
 #      target 0.85-0.95;
-#   2. prediction on real wake-up runs of this machine (as root): fit on the first 10 %,
-#      the 90 % prediction interval of the max of the rest; target >= 0.8, refusals apart.
+#   2. the same on clustered synthetic data: a max-autoregressive process (extremal index
+#      0.7, 0.5, 0.3) mapped onto a known law (GPD-tailed, or Frechet), target 0.85-0.95;
+#   3. prediction on real wake-up runs of this machine (as root): fit on the first 10 %,
+#      the 90 % prediction interval of the max of the rest; target >= 0.8, refusals apart,
+#      side by side with every gate ignored and (--baseline-src) an older estimator.
 #   bench/pwcet.sh [--replicates N] [--samples N] [--runs N] [--seconds S] [--cpu CPU]
-#                  [--runs-dir DIR] [--skip-synthetic] [--skip-real] [--jobs N]
+#                  [--runs-dir DIR] [--baseline-src DIR] [--skip-synthetic]
+#                  [--skip-clustered] [--skip-real] [--jobs N]
 # Environment: PYTHON (default .venv/bin/python), RTLAB_PROBE (default: the installed one).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -107,8 +107,9 @@ def test_same_seed_same_estimate(known):
     assert a == b  # every field, gates and their bootstrap p-values included
     c = pwcet(x, 1e-9, seed=5)
     assert c.value_ns == a.value_ns  # the fit itself does not depend on the seed
-    assert [g.p_value for g in c.gates if g.name != "fit"] == [
-        g.p_value for g in a.gates if g.name != "fit"
+    seeded = ("fit", "mixture")  # their null distributions are seeded bootstraps
+    assert [g.p_value for g in c.gates if g.name not in seeded] == [
+        g.p_value for g in a.gates if g.name not in seeded
     ]
 
 
@@ -129,9 +130,13 @@ def test_refuses_a_trend():
     assert e.value_ns is None and e.lo_ns is None and e.hi_ns is None
     assert e.refused.startswith("not stationary")
     assert any(g.name.startswith("trend") and not g.passed for g in e.gates)
+    assert "conditions changed" in e.advice and e.advice_activations is None
 
 
-def test_refuses_strong_autocorrelation():
+def test_strong_autocorrelation_is_declustered_then_judged():
+    """An AR(1) series at 0.95: its extremes come in long bursts. They are declustered
+    (the raw independence test's failure is what the clustering gate reports), and the
+    few bursts that remain do not give a stable tail: refused, with advice."""
     rng = np.random.default_rng(3)
     a = np.empty(20_000)
     a[0] = 0.0
@@ -139,10 +144,13 @@ def test_refuses_strong_autocorrelation():
     for i in range(1, a.size):
         a[i] = 0.95 * a[i - 1] + e[i]
     est = pwcet((20_000 + 3_000 * a).astype(np.int64), 1e-9)
-    assert est.value_ns is None
-    assert est.refused.startswith("not independent")
-    failed = [g for g in est.gates if not g.passed]
-    assert failed[0].name == "independence" and failed[0].p_value < 0.01
+    assert est.value_ns is None and est.refused and est.advice
+    clustering = next(g for g in est.gates if g.name == "clustering")
+    assert "declustered" in clustering.detail and "Ljung-Box" in clustering.detail
+    assert clustering.statistic < 0.5  # the extremal index: long bursts
+    shared = [g.name for g in est.gates if g.method is None]
+    assert shared.index("clustering") < shared.index("independence") < shared.index("trend")
+    assert "burst maxima" in next(g for g in est.gates if g.name == "independence").detail
 
 
 def test_refuses_too_few_samples():
@@ -151,19 +159,26 @@ def test_refuses_too_few_samples():
     assert e.value_ns is None
     assert e.refused.startswith("too few samples")
     assert [g.name for g in e.gates] == ["samples"]
+    assert e.advice_activations == 1000 and "run at least 1,000 activations" in e.advice
 
 
-def test_refuses_a_bimodal_tail():
+def test_refuses_a_bimodal_tail_as_two_regimes():
+    """A frequent 200 µs delay and a rare 1 ms one: refused with the mixture reason (by
+    both methods: one law is not fitted across two regimes), and told what would help."""
     rng = np.random.default_rng(0)
     x = stats.gamma(4, scale=5_000).rvs(20_000, random_state=rng)
     x[rng.choice(x.size, 400, replace=False)] = rng.normal(200_000, 3_000, 400)
     x[rng.choice(x.size, 30, replace=False)] = rng.normal(1_000_000, 5_000, 30)
-    e = pwcet(x.astype(np.int64), 1e-9)
-    assert e.value_ns is None
-    failed = [g for g in e.gates if not g.passed]
-    assert {g.method for g in failed} == {"pot", "block-maxima"}
-    assert all(g.name in ("fit", "shape") for g in failed)
-    assert "fit" in e.refused
+    fit = fit_tail(x.astype(np.int64))
+    e = fit.estimate(1e-9)
+    assert e.value_ns is None and e.method is None
+    assert e.refused.startswith("two tail regimes")
+    mixture = next(g for g in e.gates if g.name == "mixture")
+    assert not mixture.passed and mixture.method == "pot" and mixture.p_value <= 0.01
+    assert "two tail regimes" in e.advice and "--explain" in e.advice
+    assert "µs" in e.advice  # where the regimes part, so the user knows what to trace
+    assert fit.exceedance(500_000).refused == e.refused
+    assert fit.exceedance(500_000).advice == e.advice
 
 
 def test_refused_fit_and_bad_arguments():

@@ -69,6 +69,7 @@ def test_show_pwcet_table_json_and_csv(rtlab, results):
     assert "once per 11.6 days at 1 kHz" in out
     assert "pot:" in out and "refused" in out
     assert "s / trend: refused: not stationary" in out
+    assert "what would help: the conditions changed during the run" in out
     rc, out, _ = rtlab("show", "exp-a", "--results", str(results), "--pwcet", "10y", "--json")
     rows = {r["case"]: r for r in json.loads(out)["rows"]}
     good = rows["good"]["pwcet"]
@@ -79,10 +80,13 @@ def test_show_pwcet_table_json_and_csv(rtlab, results):
     assert any(g["name"] == "fit" for g in good["gates"])
     assert rows["trend"]["pwcet"]["value_ns"] is None
     assert rows["trend"]["pwcet"]["refused"].startswith("not stationary")
+    assert "conditions changed" in rows["trend"]["pwcet"]["advice"]
+    assert good["advice"] is None and good["params"]["declustered"] is False
     rc, out, _ = rtlab("show", "exp-a", "--results", str(results), "--pwcet", "1e-9", "--csv")
     table = list(csv.DictReader(io.StringIO(out)))
     assert float(table[0]["pwcet_lo_ns"]) <= float(table[0]["pwcet_ns"])
     assert table[1]["pwcet_ns"] == "" and table[1]["pwcet_refused"].startswith("not stationary")
+    assert "conditions changed" in table[1]["pwcet_advice"]
     rc, out, _ = rtlab("show", "exp-a", "--results", str(results), "--csv")
     assert "pwcet_ns" not in out  # only asked for
 
@@ -137,10 +141,12 @@ def test_report_verdict_and_exceedance_plot(rtlab, results, tmp_path):
     assert "P(&gt; deadline) per activation" in html
     # the trend case refuses, so the series has no bound and says why
     assert "no bound on P(latency &gt; 1.00 ms) per activation: trend: not stationary" in html
+    assert "What would help: the conditions changed during the run" in html
     assert "fitted extreme-value tails (pWCET) down to 1e-9" in html
     verdict = list(csv.DictReader(io.StringIO((tmp_path / "r.verdict.csv").read_text())))
     assert verdict[0]["p_exceed_refused"].startswith("not stationary")
     assert verdict[0]["p_exceed_case"] == "trend"
+    assert "conditions changed" in verdict[0]["p_exceed_advice"]
     # no raw samples anywhere and no --pwcet: no fit, no column, nothing said
     rc, _, _ = rtlab("report", "exp-hist", "--results", str(results), "--deadline", "1ms",
                      "-o", str(tmp_path / "h.html"))  # fmt: skip

@@ -51,21 +51,24 @@ from rtlab.analysis._pivot import Pivot, PivotCase, PivotSpec, parse_pivot, pivo
 from rtlab.analysis._production import HEADERS as PRODUCTION_HEADERS
 from rtlab.analysis._production import production, production_row
 from rtlab.analysis._pwcet import (
-    DEFAULT_RATE_HZ,
     Estimate,
     Exceedance,
     TailFit,
     fit_tail,
+    pwcet,
+    refused_fit,
+)
+from rtlab.analysis._pwcet_gates import Gate
+from rtlab.analysis._pwcet_terms import (
+    DEFAULT_RATE_HZ,
+    advice_text,
     once_per,
     p_text,
     parse_probability,
     parse_rate,
     period_text,
-    pwcet,
     rate_text,
-    refused_fit,
 )
-from rtlab.analysis._pwcet_gates import Gate
 from rtlab.analysis._raw import stats_from_samples
 from rtlab.analysis._spikes import (
     CAUSE_KINDS,
@@ -123,6 +126,7 @@ __all__ = [
     "Side",
     "TailFit",
     "Threshold",
+    "advice_text",
     "bucket_bounds",
     "bucket_index",
     "cause_stack",

@@ -218,7 +218,7 @@ def parse_fail_if(expr: str, rate_hz: float | None = None) -> Threshold:
         )
     p = None
     if m.group("p") is not None:
-        from rtlab.analysis._pwcet import DEFAULT_RATE_HZ, parse_probability
+        from rtlab.analysis._pwcet_terms import DEFAULT_RATE_HZ, parse_probability
 
         try:
             p = parse_probability(m.group("p"), rate_hz or DEFAULT_RATE_HZ)

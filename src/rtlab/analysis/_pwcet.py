@@ -11,7 +11,6 @@ independence gates read that order. Several arrays (threads) are taken one after
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +18,14 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from rtlab.analysis._pwcet_advice import Advice, for_extrapolation, for_gate
+from rtlab.analysis._pwcet_clusters import (
+    Clusters,
+    bursts_text,
+    clustering_p,
+    decluster,
+    extremal_index,
+)
 from rtlab.analysis._pwcet_fit import (
     GEVModel,
     GPDModel,
@@ -28,11 +35,17 @@ from rtlab.analysis._pwcet_fit import (
     gpd_fit_many,
     gpd_isf,
 )
-from rtlab.analysis._pwcet_gates import MIN_SAMPLES, Gate, count_gate, first_failure, reason
+from rtlab.analysis._pwcet_gates import (
+    ALPHA,
+    MIN_SAMPLES,
+    Gate,
+    count_gate,
+    first_failure,
+    reason,
+)
 from rtlab.analysis._pwcet_gates import stationarity_gates as _stationarity
 from rtlab.analysis._pwcet_methods import BM, POT, MethodFit, fit_bm, fit_pot, pot_candidates
 from rtlab.errors import InternalError, UserError
-from rtlab.units import UNITS_NS
 
 METHODS = ("auto", POT, BM)
 METHOD_NAMES = {POT: "peaks over threshold", BM: "block maxima"}
@@ -43,9 +56,12 @@ class Estimate:
     """The latency exceeded with probability ``p`` per activation, or a refusal.
 
     ``value_ns`` and the interval ``lo_ns``..``hi_ns`` (at ``confidence``) are None when
-    ``refused`` gives the reason. ``method`` is "pot" or "block-maxima" (None when auto
-    refused), ``params`` the fitted distribution and how its threshold or block was
-    chosen, ``gates`` every test run (shared ones first, method None).
+    ``refused`` gives the reason, and ``advice`` what would help (with
+    ``advice_activations``, the length of run that would, when a longer run is what helps).
+    ``method`` is "pot" or "block-maxima" (None when auto refused), ``params`` the fitted
+    distribution and how its threshold or block was chosen (with the extremal index and
+    the declustering of bursts of extremes), ``gates`` every test run (shared ones first,
+    method None).
     """
 
     p: float
@@ -59,6 +75,8 @@ class Estimate:
     refused: str | None
     samples: int
     fit: TailFit | None = field(default=None, repr=False, compare=False)
+    advice: str | None = None
+    advice_activations: int | None = None
 
     def at(self, p: float) -> Estimate:
         """The same fit (same gates, same choices) at another probability."""
@@ -77,6 +95,8 @@ class Estimate:
             "params": self.params,
             "gates": [g.to_dict() for g in self.gates],
             "refused": self.refused,
+            "advice": self.advice,
+            "advice_activations": self.advice_activations,
             "samples": self.samples,
         }
 
@@ -92,10 +112,13 @@ class Exceedance:
     hi: float | None
     method: str | None  # "pot", "block-maxima" or "empirical" (x below the threshold)
     refused: str | None
+    advice: str | None = None
+    advice_activations: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in
-                ("x_ns", "confidence", "prob", "lo", "hi", "method", "refused")}  # fmt: skip
+                ("x_ns", "confidence", "prob", "lo", "hi", "method", "refused", "advice",
+                 "advice_activations")}  # fmt: skip
 
 
 class TailFit:
@@ -110,6 +133,9 @@ class TailFit:
         gates: list[Gate],
         fits: list[MethodFit],
         refused: str | None,
+        refusing: Gate | None = None,
+        bursts: Clusters | None = None,
+        advice: Advice | None = None,
     ) -> None:
         self.samples = samples
         self.n = int(samples.size)
@@ -119,15 +145,35 @@ class TailFit:
         self.gates = gates
         self.fits = fits
         self.refused = refused
+        self.bursts = bursts  # the declustered top 1 %, None when the extremes did not cluster
+        self._advice = advice
+        if advice is None and refusing is not None:
+            self._advice = for_gate(refusing, self.n, bursts, {})
+
+    def _fit_advice(self, f: MethodFit) -> Advice | None:
+        g = next((g for g in f.gates if not g.passed), None)
+        return None if g is None else for_gate(g, self.n, self.bursts, f.params)
+
+    def advice(self) -> Advice | None:
+        """What would help when every question is refused (None when it answers)."""
+        if self._advice is not None or self.refused is not None:
+            return self._advice
+        live = [f for f in self.fits if f.refused is None]
+        if live or not self.fits:
+            return None
+        pot = next((f for f in self.fits if f.method == POT), self.fits[0])
+        return self._fit_advice(pot)
 
     def all_gates(self) -> tuple[Gate, ...]:
         return tuple(self.gates) + tuple(g for f in self.fits for g in f.gates)
 
-    def _refusal(self, p: float, why: str, fit: MethodFit | None = None) -> Estimate:
+    def _refusal(self, p: float, why: str, fit: MethodFit | None = None,
+                 advice: Advice | None = None) -> Estimate:  # fmt: skip
         return Estimate(p, self.confidence, None, None, None,
                         None if fit is None else fit.method,
                         {} if fit is None else fit.params, self.all_gates(), why, self.n,
-                        self)  # fmt: skip
+                        self, None if advice is None else advice.text,
+                        None if advice is None else advice.activations)  # fmt: skip
 
     def _at(self, f: MethodFit, p: float) -> tuple[float, float, float] | str:
         m = _fitted(f)
@@ -152,7 +198,7 @@ class TailFit:
     def estimate(self, p: float) -> Estimate:
         p = _check_p(p)
         if self.refused is not None:
-            return self._refusal(p, self.refused)
+            return self._refusal(p, self.refused, advice=self._advice)
         ok: dict[str, tuple[float, float, float]] = {}
         why: dict[str, str] = {}
         for f in self.fits:
@@ -162,9 +208,14 @@ class TailFit:
             else:
                 ok[f.method] = r
         if not ok:
+            adv = self.advice()
+            if adv is None and any(w.startswith("no finite upper end") for w in why.values()):
+                adv = for_extrapolation(self.n)
             if len(self.fits) == 1:
-                return self._refusal(p, why[self.fits[0].method], self.fits[0])
-            return self._refusal(p, "; ".join(f"{METHOD_NAMES[k]}: {v}" for k, v in why.items()))
+                return self._refusal(p, why[self.fits[0].method], self.fits[0], adv)
+            return self._refusal(
+                p, "; ".join(f"{METHOD_NAMES[k]}: {v}" for k, v in why.items()), advice=adv
+            )
         if len(ok) == 2:
             (v1, lo1, hi1), (v2, lo2, hi2) = ok[POT], ok[BM]
             if max(lo1, lo2) > min(hi1, hi2):
@@ -173,6 +224,7 @@ class TailFit:
                     f"the methods disagree at p={p:.3g}: peaks over threshold "
                     f"{v1:.4g} ns [{lo1:.4g}, {hi1:.4g}], block maxima {v2:.4g} ns "
                     f"[{lo2:.4g}, {hi2:.4g}]: the intervals do not overlap",
+                    advice=for_extrapolation(self.n),
                 )
         chosen = POT if POT in ok else BM
         value, lo, hi = ok[chosen]
@@ -184,12 +236,14 @@ class TailFit:
         """P(latency > X_NS) per activation with its interval (the reported method; below
         the threshold the empirical fraction with a Clopper-Pearson interval)."""
         conf = self.confidence
+        adv = self.advice()
+        text, acts = (None, None) if adv is None else (adv.text, adv.activations)
         if self.refused is not None:
-            return Exceedance(x_ns, conf, None, None, None, None, self.refused)
+            return Exceedance(x_ns, conf, None, None, None, None, self.refused, text, acts)
         live = [f for f in self.fits if f.refused is None]
         if not live:
             why = "; ".join(f"{METHOD_NAMES[f.method]}: {f.refused}" for f in self.fits)
-            return Exceedance(x_ns, conf, None, None, None, None, why)
+            return Exceedance(x_ns, conf, None, None, None, None, why, text, acts)
         f = next((f for f in live if f.method == POT), live[0])
         m = _fitted(f)
         if isinstance(m, GPDModel) and x_ns <= m.threshold:
@@ -204,17 +258,20 @@ class TailFit:
         if len(live) == 2:  # as for estimates: both methods must agree
             other, olo, ohi = _fitted(live[1]).sf_interval(float(x_ns), conf)
             if max(lo, olo) > min(hi, ohi):
+                ext = for_extrapolation(self.n)
                 return Exceedance(x_ns, conf, None, None, None, None,
                                   f"the methods disagree on P(latency > {x_ns:.4g} ns): peaks "
                                   f"over threshold {prob:.3g} [{lo:.3g}, {hi:.3g}], block "
-                                  f"maxima {other:.3g} [{olo:.3g}, {ohi:.3g}]")  # fmt: skip
+                                  f"maxima {other:.3g} [{olo:.3g}, {ohi:.3g}]", ext.text,
+                                  ext.activations)  # fmt: skip
         return Exceedance(x_ns, conf, prob, lo, hi, f.method, None)
 
     def predict_max(self, m: int, draws: int = 200) -> tuple[float, float, str] | str:
         """Interval (ns) holding the largest of the next M activations with the fit's
         confidence: the predictive distribution over parametric-bootstrap refits (so it
-        carries the uncertainty of the parameters as well as the randomness of a maximum).
-        A refusal (str) when no estimate would be given at p = 1/M."""
+        carries the uncertainty of the parameters as well as the randomness of a maximum),
+        with the extremal index: P(max <= x) = P(X <= x)^(M theta) when extremes come in
+        bursts. A refusal (str) when no estimate would be given at p = 1/M."""
         est = self.estimate(1.0 / m)
         if est.refused is not None:
             return est.refused
@@ -227,10 +284,11 @@ class TailFit:
             else _draws_bm(model, draws, rng)
         )
         a = (1 - self.confidence) / 2
+        span = m * model.theta  # independent activations the next M are worth
 
         def cdf(x: float) -> float:  # P(max of m <= x), averaged over the draws
             s = np.clip(sf(x), 0.0, 1.0)
-            return float(np.mean(np.exp(m * np.log1p(-np.minimum(s, 1 - 1e-16)))))
+            return float(np.mean(np.exp(span * np.log1p(-np.minimum(s, 1 - 1e-16)))))
 
         lo = _solve_up(cdf, a, est.value_ns)
         hi = _solve_up(cdf, 1 - a, est.value_ns)
@@ -274,7 +332,7 @@ def _draws_bm(model: GEVModel, draws: int, rng: np.random.Generator) -> Survival
     def sf(x: float) -> np.ndarray:
         z = (x - model.shift) / model.scale
         g = np.array([float(gev_cdf(z, *pr)) for pr in params])
-        return -np.expm1(np.log(np.clip(g, 1e-300, 1.0)) / model.block)
+        return -np.expm1(np.log(np.clip(g, 1e-300, 1.0)) / model.span)
 
     return sf
 
@@ -345,23 +403,67 @@ def fit_tail(
     n = int(x.size)
     gates = [count_gate("samples", None, n, MIN_SAMPLES, "samples")]
     if n < MIN_SAMPLES:
-        return TailFit(x, method, confidence, seed, gates, [], reason(gates[0]))
+        return TailFit(x, method, confidence, seed, gates, [], reason(gates[0]), gates[0])
     kh = int(min(2000, max(20, n // 100)))
     kp = int(pot_candidates(n).max(initial=0))
     ktop = min(max(kh, kp) + 1, n - 1)
     idx = _top(x, ktop)
     top_val = x[idx].astype(float)
     hidx = np.sort(idx[:kh])
-    gates += _stationarity(x, hidx, float(top_val[kh]))
+    u = float(top_val[kh])
+    gates += _stationarity(x, hidx, u)
+    theta_p = clustering_p(hidx, n)
+    bursts = None
+    if not gates[1].passed or theta_p < ALPHA:  # bursts? decluster, test what remains
+        bursts = _bursts(x, hidx)
+    if bursts is not None:
+        clustering = _clustering_gate(gates[1], bursts, n, theta_p)
+        gates = [gates[0], clustering, *_stationarity(x, bursts.positions, u, "burst maxima")]
+    else:
+        theta = extremal_index(hidx)
+        gates.insert(1, Gate("clustering", None, theta, theta_p, True,
+                             f"extremal index θ={theta:.2f} of the samples above "
+                             f"{u / 1e3:.4g} µs, p={theta_p:.2g} against random times: "
+                             "no bursts to decluster"))  # fmt: skip
     fail = first_failure(gates)
     if fail is not None:
-        return TailFit(x, method, confidence, seed, gates, [], reason(fail))
+        return TailFit(x, method, confidence, seed, gates, [], reason(fail), fail, bursts)
     fits = []
     if method in ("auto", POT):
-        fits.append(fit_pot(n, top_val, idx, seed))
+        fits.append(fit_pot(n, top_val, idx, seed, clustered=bursts is not None))
+        # extremes that looked independent in the top 1 % but not above the chosen threshold
+        if bursts is None and _failed(fits[0], "independence"):
+            bursts = decluster(hidx, x[hidx])
+            fits[0] = fit_pot(n, top_val, idx, seed, clustered=True)
     if method in ("auto", BM):
-        fits.append(fit_bm(x, seed))
-    return TailFit(x, method, confidence, seed, gates, fits, None)
+        fits.append(fit_bm(x, seed, 1.0 if bursts is None else bursts.theta))
+    # a tail with two regimes, or one that changes over the run, is refused by both methods
+    tailwide = next((g for f in fits for g in f.gates
+                     if g.name in ("mixture", "stability") and not g.passed), None)  # fmt: skip
+    if tailwide is not None:
+        params = next(f.params for f in fits if tailwide in f.gates)
+        return TailFit(x, method, confidence, seed, gates, fits, reason(tailwide), None, bursts,
+                       for_gate(tailwide, n, bursts, params))  # fmt: skip
+    return TailFit(x, method, confidence, seed, gates, fits, None, None, bursts)
+
+
+def _failed(f: MethodFit, name: str) -> bool:
+    return any(g.name == name and not g.passed for g in f.gates)
+
+
+def _bursts(x: np.ndarray, hidx: np.ndarray) -> Clusters | None:
+    """The top-1 % exceedances declustered, or None when they do not cluster (theta 1)."""
+    c = decluster(hidx, x[hidx])
+    return c if c.count < c.exceedances else None
+
+
+def _clustering_gate(independence: Gate, bursts: Clusters, n: int, theta_p: float) -> Gate:
+    """What the clustering test and the independence test of the top 1 % found: bursts,
+    which are declustered (the independence gate then runs on their maxima)."""
+    lb = independence.detail.split(" (", 1)[-1].rstrip(")")
+    return Gate("clustering", None, bursts.theta, theta_p, True,
+                f"the extremes come in bursts (p={theta_p:.2g} for the extremal index "
+                f"against random times; {lb}): declustered, {bursts_text(bursts, n)}")  # fmt: skip
 
 
 def refused_fit(why: str, confidence: float = 0.9) -> TailFit:
@@ -386,94 +488,3 @@ def pwcet(
     """
     _check_p(p)
     return fit_tail(samples_ns, method=method, confidence=confidence, seed=seed).estimate(p)
-
-
-# -- operational terms ------------------------------------------------------------------
-
-_YEAR = 365.25 * 86400
-_PERIOD_UNITS = {**{k: v / 1e9 for k, v in UNITS_NS.items()}, "min": 60.0, "d": 86400.0,
-                 "w": 7 * 86400.0, "y": _YEAR}  # fmt: skip
-_NUM = r"(\d+(?:\.\d*)?|\.\d+)(?:[eE]([+-]?\d+))?"
-_RATE = re.compile(rf"\s*{_NUM}\s*(hz|khz|mhz)?\s*", re.IGNORECASE)
-_PERIOD = re.compile(rf"\s*{_NUM}\s*([a-zµμ]+)\s*")
-#: Activation rate that turns probabilities into time when none is given.
-DEFAULT_RATE_HZ = 1000.0
-
-
-def _num(m: re.Match) -> float:
-    return float(m.group(1)) * 10.0 ** int(m.group(2) or 0)
-
-
-def parse_rate(text: str) -> float:
-    """Activations per second from ``1kHz``, ``500 Hz``, ``2000`` or a period ``1ms``."""
-    m = _RATE.fullmatch(str(text))
-    if m is not None:
-        hz = _num(m) * {"hz": 1, "khz": 1e3, "mhz": 1e6}[(m.group(3) or "hz").lower()]
-    else:
-        m = _PERIOD.fullmatch(str(text))
-        unit = m.group(3) if m else ""
-        if m is None or unit not in UNITS_NS:
-            raise UserError(f"bad rate {text!r}: expected e.g. 1kHz, 500Hz or a period 1ms")
-        period = _num(m) * UNITS_NS[unit] / 1e9
-        hz = 1.0 / period if period > 0 else 0.0
-    if not 0 < hz < 1e10:
-        raise UserError(f"bad rate {text!r}: must be above 0")
-    return hz
-
-
-def parse_probability(text: str, rate_hz: float = DEFAULT_RATE_HZ) -> float:
-    """A per-activation probability from ``1e-9`` or from a mean time between exceedances
-    (``10y``, ``1000h``, ``3d``, ``30min``) at RATE_HZ activations per second."""
-    raw = str(text).strip()
-    try:
-        p = float(raw)
-    except ValueError:
-        p = math.nan
-    if math.isnan(p):
-        m = _PERIOD.fullmatch(raw)
-        if m is None or m.group(3) not in _PERIOD_UNITS:
-            raise UserError(
-                f"bad probability {text!r}: expected e.g. 1e-9, or a time between "
-                "exceedances such as 10y, 1000h, 3d"
-            )
-        seconds = _num(m) * _PERIOD_UNITS[m.group(3)]
-        if not seconds > 0:
-            raise UserError(f"bad probability {text!r}: the time must be above 0")
-        p = 1.0 / (seconds * rate_hz)
-    if not 0 < p < 1:
-        raise UserError(f"bad probability {text!r}: must be between 0 and 1")
-    return p
-
-
-def period_text(seconds: float) -> str:
-    """3 significant digits in the largest fitting unit: 950 ms, 12.0 s, 3.20 hours, 31.7 years."""
-    if not math.isfinite(seconds):
-        return "never"
-    for unit, size in (("years", _YEAR), ("days", 86400.0), ("hours", 3600.0),
-                       ("minutes", 60.0), ("s", 1.0)):  # fmt: skip
-        if seconds >= size:
-            return f"{seconds / size:.3g} {unit}"
-    return f"{seconds * 1e3:.3g} ms"
-
-
-def rate_text(rate_hz: float) -> str:
-    for unit, size in (("MHz", 1e6), ("kHz", 1e3)):
-        if rate_hz >= size:
-            return f"{rate_hz / size:g} {unit}"
-    return f"{rate_hz:g} Hz"
-
-
-def once_per(p: float, rate_hz: float = DEFAULT_RATE_HZ) -> str:
-    """``once per 11.6 days at 1 kHz`` for per-activation probability P."""
-    if p <= 0:
-        return f"never at {rate_text(rate_hz)}"
-    return f"once per {period_text(1.0 / (p * rate_hz))} at {rate_text(rate_hz)}"
-
-
-def p_text(p: float) -> str:
-    """1e-09 -> "1e-9", 2.5e-12 -> "2.5e-12", 0.01 -> "0.01"."""
-    if p >= 1e-3:
-        return f"{p:.3g}"
-    mant, exp = f"{p:.2e}".split("e")
-    mant = mant.rstrip("0").rstrip(".")
-    return f"{mant}e{int(exp)}"

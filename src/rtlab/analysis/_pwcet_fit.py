@@ -217,12 +217,12 @@ def gev_isf(q: np.ndarray | float, mu: float, sigma: float, xi: float) -> np.nda
     return mu + sigma * _expm1_over(xi, lq)
 
 
-def block_q(p: float, block: int) -> float:
+def block_q(p: float, block: float) -> float:
     """P(max of BLOCK activations > x) for per-activation P(X > x) = p (independence)."""
     return float(-np.expm1(block * np.log1p(-p)))
 
 
-def per_activation(q_block: np.ndarray | float, block: int) -> np.ndarray:
+def per_activation(q_block: np.ndarray | float, block: float) -> np.ndarray:
     """Inverse of block_q: per-activation probability from a block exceedance probability."""
     return -np.expm1(np.log1p(-np.asarray(q_block, dtype=float)) / block)
 
@@ -257,6 +257,7 @@ class GPDModel:
     sigma: float  # standardised
     xi: float
     loglik: float
+    theta: float = 1.0  # extremal index: Y are cluster maxima when below 1
 
     def isf(self, p: np.ndarray | float) -> np.ndarray:
         """Latency (ns) exceeded with per-activation probability P (< zeta)."""
@@ -347,15 +348,21 @@ class GEVModel:
     sigma: float
     xi: float
     loglik: float
+    theta: float = 1.0  # extremal index: P(block max <= x) = P(X <= x)^(block theta)
+
+    @property
+    def span(self) -> float:
+        """Independent activations a block is worth."""
+        return self.block * self.theta
 
     def isf(self, p: np.ndarray | float) -> np.ndarray:
-        q = -np.expm1(self.block * np.log1p(-np.asarray(p, dtype=float)))
+        q = -np.expm1(self.span * np.log1p(-np.asarray(p, dtype=float)))
         return self.shift + self.scale * gev_isf(q, self.mu, self.sigma, self.xi)
 
     def sf(self, x_ns: np.ndarray | float) -> np.ndarray:
         z = (np.asarray(x_ns, dtype=float) - self.shift) / self.scale
         g = np.clip(gev_cdf(z, self.mu, self.sigma, self.xi), 1e-300, 1.0)
-        return -np.expm1(np.log(g) / self.block)
+        return -np.expm1(np.log(g) / self.span)
 
     def _profile(self, x: float, q: float) -> float:
         """max over (sigma, xi) of the log-likelihood with the block quantile at Q = X."""
@@ -385,7 +392,7 @@ class GEVModel:
         return -math.inf if best is None or best >= 1e299 else -best
 
     def interval(self, p: float, confidence: float) -> tuple[float, float]:
-        q = block_q(p, self.block)
+        q = block_q(p, self.span)
         cut = _chi2_cut(confidence) / 2
         x_hat = float(gev_isf(q, self.mu, self.sigma, self.xi))
         # search in x directly: standardised maxima are near 0..10
@@ -409,7 +416,7 @@ class GEVModel:
         def g(lq: float) -> float:
             return self.loglik - self._profile(x, math.exp(lq)) - cut
 
-        q_hat = block_q(p_hat, self.block) if p_hat > 0 else 0.0
+        q_hat = block_q(p_hat, self.span) if p_hat > 0 else 0.0
         top = math.log(0.999)
         if q_hat > 1e-300:
             lq0 = min(math.log(q_hat), top)
@@ -422,7 +429,7 @@ class GEVModel:
         hi = _root_out(g, lq0, +0.5, floor=top)
 
         def back(lq: float) -> float:
-            return float(per_activation(math.exp(lq), self.block))
+            return float(per_activation(math.exp(lq), self.span))
 
         return p_hat, 0.0 if lo is None else back(lo), back(top) if hi is None else back(hi)
 

@@ -95,25 +95,28 @@ def _segments(n: int) -> int:
     return int(min(100, max(10, n // 500)))
 
 
-def stationarity_gates(x: np.ndarray, top_idx: np.ndarray, u: float) -> list[Gate]:
+def stationarity_gates(
+    x: np.ndarray, top_idx: np.ndarray, u: float, what: str = "samples"
+) -> list[Gate]:
     """Independence of the tail, trend over the run and agreement of the two halves.
 
     X: the samples in time order; TOP_IDX: indices (time order) of the samples above U,
-    the top ~1 % that stands for the tail here. Independence comes first: the trend and
+    the top ~1 % that stands for the tail here (or of the maxima of its bursts, WHAT
+    "burst maxima", when they were declustered). Independence comes first: the trend and
     halves tests assume it, and dependent data fail them for the wrong reason.
     """
     n = x.size
     above = f"above {u / 1e3:.4g} µs"
-    out = [independence_gate(None, x[top_idx], f"samples {above}")]
+    out = [independence_gate(None, x[top_idx], f"{what} {above}")]
     s = _segments(n)
     bounds = np.linspace(0, n, s + 1).astype(np.int64)
     seg_max = np.maximum.reduceat(x, bounds[:-1]).astype(float)
     seg_of = np.searchsorted(bounds, top_idx, side="right") - 1
     seg_count = np.bincount(seg_of, minlength=s)[:s].astype(float)
     t = np.arange(s)
-    for name, series, what in (
+    for name, series, label in (
         ("trend", seg_max, "maxima"),
-        ("trend-rate", seg_count, f"counts of samples {above}"),
+        ("trend-rate", seg_count, f"counts of {what} {above}"),
     ):
         if np.ptp(series) == 0:
             tau, p = 0.0, 1.0
@@ -121,7 +124,7 @@ def stationarity_gates(x: np.ndarray, top_idx: np.ndarray, u: float) -> list[Gat
             res = stats.kendalltau(t, series)
             tau, p = float(res.statistic), float(res.pvalue)
         ok = p >= ALPHA
-        measured = f"Kendall τ={tau:.2f} of the {what} of {s} segments against time, {_p(p)}" + (
+        measured = f"Kendall τ={tau:.2f} of the {label} of {s} segments against time, {_p(p)}" + (
             "" if ok else f" < {ALPHA}"
         )
         trend = "rises" if tau > 0 else "falls"
@@ -141,7 +144,7 @@ def stationarity_gates(x: np.ndarray, top_idx: np.ndarray, u: float) -> list[Gat
     bt = stats.binomtest(k1, k, half / n)
     ok = bt.pvalue >= ALPHA
     measured = (
-        f"{k1} samples {above} in the first half, {k - k1} in the second, binomial "
+        f"{k1} {what} {above} in the first half, {k - k1} in the second, binomial "
         + _p(bt.pvalue)
         + ("" if ok else f" < {ALPHA}")
     )
@@ -155,7 +158,7 @@ def stationarity_gates(x: np.ndarray, top_idx: np.ndarray, u: float) -> list[Gat
         stat, p = 0.0, 1.0
     ok = p >= ALPHA
     measured = (
-        f"Kolmogorov-Smirnov D={stat:.3f} between the samples {above} of the two halves, "
+        f"Kolmogorov-Smirnov D={stat:.3f} between the {what} {above} of the two halves, "
         + _p(p)
         + ("" if ok else f" < {ALPHA}")
     )

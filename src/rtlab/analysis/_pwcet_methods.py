@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from rtlab.analysis._pwcet_checks import mixture_gate, stability_gate
+from rtlab.analysis._pwcet_clusters import Clusters, decluster, split
 from rtlab.analysis._pwcet_fit import (
     XI_MAX,
     XI_MIN,
@@ -49,6 +51,7 @@ from rtlab.analysis._pwcet_gates import (
 
 POT, BM = "pot", "block-maxima"
 K_MIN, K_MAX, K_STEPS = 50, 5000, 25
+K_FIT = K_MIN  # fewest burst maxima a candidate threshold is fitted with, as exceedances
 B0, M_MIN, M_MAX = 25, 30, 5000
 Z_STABLE = 2.5
 STABLE_SPAN = 4
@@ -100,21 +103,40 @@ def pot_candidates(n: int) -> np.ndarray:
     return ks[::-1]
 
 
-def fit_pot(n: int, top_val: np.ndarray, top_idx: np.ndarray, seed: int) -> MethodFit:
-    """TOP_VAL: the largest samples in descending order, TOP_IDX their positions in time."""
+def _excesses(n: int, top_val: np.ndarray, top_idx: np.ndarray, k: int,
+              clustered: bool) -> tuple[np.ndarray, Clusters]:  # fmt: skip
+    """The excesses over the K-th largest sample that are fitted (every exceedance, or the
+    maximum of each burst when CLUSTERED) and the clusters (one per exceedance if not)."""
+    u = top_val[k]
+    order = np.argsort(top_idx[:k], kind="stable")
+    t, v = top_idx[:k][order], top_val[:k][order]
+    c = decluster(t, v) if clustered else split(t, v, 0)
+    return c.maxima - u, c
+
+
+def fit_pot(n: int, top_val: np.ndarray, top_idx: np.ndarray, seed: int,
+            clustered: bool = False) -> MethodFit:  # fmt: skip
+    """TOP_VAL: the largest samples in descending order, TOP_IDX their positions in time.
+    CLUSTERED: the extremes come in bursts; fit the maximum of each (Ferro-Segers
+    declustering at each candidate threshold) and keep the extremal index as the bursts
+    per exceedance at the chosen threshold: theta times the exceedance rate is the burst
+    rate, so the bursts whose maximum exceeds x arrive at theta k/n G(x - u) per
+    activation, G the tail fitted to the burst maxima (what the maximum of a run needs)."""
     out = MethodFit(POT, None)
     ks = pot_candidates(n)
     ks = ks[ks < top_val.size]
-    out.gates.append(count_gate("exceedances", POT, int(ks.max()) if ks.size else 0, K_MIN,
-                                "samples above the lowest candidate threshold"))  # fmt: skip
-    if not ks.size:
+    what = "bursts" if clustered else "samples"
+    fitted = [_excesses(n, top_val, top_idx, int(k), clustered) for k in ks]
+    counts = [c.count for _, c in fitted]
+    out.gates.append(count_gate("exceedances", POT, max(counts, default=0), K_MIN,
+                                f"{what} above the lowest candidate threshold"))  # fmt: skip
+    if not ks.size or not out.gates[-1].passed:
         out.refused = reason(out.gates[-1])
         return out
     xis, sigmas, lls, scales = [], [], [], []
-    for k in ks:
-        y = top_val[:k] - top_val[k]
+    for y, c in fitted:
         scale = float(y.mean())
-        if not scale > 0:
+        if not scale > 0 or c.count < K_FIT:
             xis.append(np.nan)
             sigmas.append(np.nan)
             lls.append(np.nan)
@@ -128,16 +150,9 @@ def fit_pot(n: int, top_val: np.ndarray, top_idx: np.ndarray, seed: int) -> Meth
     xi_a = np.array(xis)
     ok = np.isfinite(xi_a)
     if not ok.any():
-        out.gates.append(
-            Gate(
-                "threshold",
-                POT,
-                0.0,
-                None,
-                False,
-                "no usable threshold: the samples above every candidate are equal",
-            )
-        )
+        out.gates.append(Gate("threshold", POT, 0.0, None, False,
+                              f"no usable threshold: the {what} above every candidate are "
+                              "equal or too few"))  # fmt: skip
         out.refused = reason(out.gates[-1])
         return out
     idx = np.flatnonzero(ok)
@@ -145,18 +160,22 @@ def fit_pot(n: int, top_val: np.ndarray, top_idx: np.ndarray, seed: int) -> Meth
     # (1 + xi_j)^2 / k_l, with xi_j at least -0.5 (below, the MLE is irregular and its
     # variance formula would trust a handful of points near the end of the tail)
     c = (1 + np.maximum(xi_a[idx], -0.5)) ** 2
-    var = c[:, None] / ks[idx][None, :]
+    kc = np.array(counts, dtype=float)[idx]
+    var = c[:, None] / kc[None, :]
     chosen = int(_stable_choice(xi_a[idx], var, STABLE_SPAN))
 
     def model_at(j: int) -> GPDModel:
         k = int(ks[j])
-        u = float(top_val[k])
-        return GPDModel((top_val[:k] - u) / scales[j], scales[j], u, k / n, sigmas[j], xis[j],
-                        lls[j])  # fmt: skip
+        y, cl = fitted[j]
+        theta = cl.count / k if clustered else 1.0
+        return GPDModel(y / scales[j], scales[j], float(top_val[k]), k / n, sigmas[j], xis[j],
+                        lls[j], theta)  # fmt: skip
 
-    out.model = model = model_at(int(idx[chosen]))
+    jc = int(idx[chosen])
+    out.model = model = model_at(jc)
     out.hull = [model_at(int(j)) for j in idx[chosen + 1 : chosen + 1 + HULL]]
-    k, u = model.y.size, model.threshold
+    k, u = int(ks[jc]), model.threshold
+    cl = fitted[jc][1]
     out.params = {
         "distribution": "genpareto",
         "shape": model.xi,
@@ -164,29 +183,49 @@ def fit_pot(n: int, top_val: np.ndarray, top_idx: np.ndarray, seed: int) -> Meth
         "threshold_ns": u,
         "exceedances": k,
         "rate": model.zeta,
+        "declustered": clustered,
+        "extremal_index": model.theta,
+        "extremal_index_estimate": cl.theta if clustered else 1.0,
+        "clusters": cl.count,
+        "run_length": cl.run,
+        "cluster_rate": cl.count / n,
         "candidates": int(ks.size),
         "hull_thresholds_ns": [h.threshold for h in out.hull],
         "shapes": {int(kk): (None if not math.isfinite(x) else round(x, 4))
                    for kk, x in zip(ks, xi_a, strict=True)},
     }  # fmt: skip
+    # the null samples of the fitted tail: for the mixture and goodness-of-fit tests
+    rng = np.random.default_rng(seed)
+    kf = model.y.size
+    kb = min(kf, K_BOOT)
+    ysim = gpd_isf(rng.random((BOOT_POT, kb)), model.sigma, model.xi)
+    yobs = model.y if kb == kf else rng.choice(model.y, kb, replace=False)
+    gate, boundary = mixture_gate(POT, yobs, ysim, model.scale, u)
+    out.gates.append(gate)
+    if boundary is not None:
+        out.params["regime_boundary_ns"] = boundary
+    if not gate.passed:
+        out.refused = reason(gate)
+        return out
     out.gates.append(shape_gate(POT, model.xi, XI_MIN, XI_MAX, "generalised Pareto tail"))
     if not out.gates[-1].passed:
         out.refused = reason(out.gates[-1])
         return out
-    order = np.argsort(top_idx[:k], kind="stable")
-    out.gates.append(independence_gate(POT, top_val[:k][order], "exceedances"))
+    out.gates.append(independence_gate(POT, cl.maxima, "burst maxima" if clustered
+                                       else "exceedances"))  # fmt: skip
     if not out.gates[-1].passed:
         out.refused = reason(out.gates[-1])
         return out
     # goodness of fit: A^2 against its null with the parameters refitted to each sample
     a2 = float(anderson_darling(_gpd_cdf_rows(model.y[None, :], np.array([model.sigma]),
                                               np.array([model.xi])))[0])  # fmt: skip
-    rng = np.random.default_rng(seed)
-    kb = min(k, K_BOOT)
-    ysim = gpd_isf(rng.random((BOOT_POT, kb)), model.sigma, model.xi)
     bxi, bsig, _ = gpd_fit_many(ysim)
     null = anderson_darling(_gpd_cdf_rows(ysim, bsig, bxi))
     out.gates.append(fit_gate(POT, a2, null, "generalised Pareto tail"))
+    if not out.gates[-1].passed:
+        out.refused = reason(out.gates[-1])
+        return out
+    out.gates.append(stability_gate(POT, n, top_idx[:k], top_val[:k], u, cl.run))
     fail = first_failure(out.gates)
     out.refused = None if fail is None else reason(fail)
     return out
@@ -229,7 +268,9 @@ def block_candidates(n: int) -> list[int]:
     return out
 
 
-def fit_bm(x: np.ndarray, seed: int) -> MethodFit:
+def fit_bm(x: np.ndarray, seed: int, theta: float = 1.0) -> MethodFit:
+    """Block maxima of X; THETA, the extremal index of clustered extremes, turns a block
+    probability into a per-activation one (a block is worth block * theta activations)."""
     out = MethodFit(BM, None)
     n = x.size
     sizes = block_candidates(n)
@@ -271,7 +312,7 @@ def fit_bm(x: np.ndarray, seed: int) -> MethodFit:
     j = _stable_choice(np.array([f[6] for f in good]), np.broadcast_to(v, (v.size, v.size)))
     b, maxima, shift, scale, mu, sigma, xi, ll, _ = good[j]
     z = (maxima - shift) / scale
-    model = GEVModel(z, shift, scale, b, mu, sigma, xi, ll)
+    model = GEVModel(z, shift, scale, b, mu, sigma, xi, ll, theta)
     out.model = model
     out.params = {
         "distribution": "genextreme",
@@ -280,6 +321,7 @@ def fit_bm(x: np.ndarray, seed: int) -> MethodFit:
         "loc_ns": shift + mu * scale,
         "block": b,
         "blocks": int(maxima.size),
+        "extremal_index": theta,
         "candidates": len(sizes),
         "shapes": {int(f[0]): round(f[6], 4) for f in good},
     }

@@ -20,7 +20,7 @@ from rtlab.units import format_ns
 
 #: Columns a CSV export gets with --pwcet.
 CSV_FIELDS = ["pwcet_p", "pwcet_ns", "pwcet_lo_ns", "pwcet_hi_ns", "pwcet_method",
-              "pwcet_refused"]  # fmt: skip
+              "pwcet_refused", "pwcet_advice"]  # fmt: skip
 
 
 def pwcet_options(f: CommandFn) -> CommandFn:
@@ -71,6 +71,12 @@ def cell(est: Estimate) -> str:
 
 def method_text(est: Estimate) -> str:
     prm = est.params
+    if est.method == "pot" and prm.get("declustered"):
+        above = format_ns(prm["threshold_ns"])
+        return (
+            f"pot: {prm['clusters']} bursts of {prm['exceedances']} above {above}, "
+            f"θ={prm['extremal_index']:.2f}, ξ={prm['shape']:.2f}"
+        )
     if est.method == "pot":
         above = format_ns(prm["threshold_ns"])
         return f"pot: {prm['exceedances']} above {above}, ξ={prm['shape']:.2f}"
@@ -80,7 +86,9 @@ def method_text(est: Estimate) -> str:
 
 
 def to_json(est: Estimate, rate_hz: float) -> dict[str, Any]:
-    return {**est.to_dict(), "rate_hz": rate_hz, "once_per": once_per(est.p, rate_hz)}
+    at = None if est.advice_activations is None else est.advice_activations / rate_hz
+    return {**est.to_dict(), "rate_hz": rate_hz, "once_per": once_per(est.p, rate_hz),
+            "advice_seconds": at}  # fmt: skip
 
 
 def csv_fields(est: Estimate) -> dict[str, Any]:
@@ -91,4 +99,5 @@ def csv_fields(est: Estimate) -> dict[str, Any]:
         "pwcet_hi_ns": est.hi_ns,
         "pwcet_method": est.method,
         "pwcet_refused": est.refused,
+        "pwcet_advice": est.advice,
     }

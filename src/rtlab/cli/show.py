@@ -17,6 +17,7 @@ from rtlab.analysis import (
     TABLE_METRICS,
     Estimate,
     PivotSpec,
+    advice_text,
     conditions_summary,
     irq_label,
     parse_pivot,
@@ -350,6 +351,9 @@ def _print_pwcet(
         e = estimates[r["index"]]
         if e.refused is not None:
             out.print(line(f"  {r['series']} / {r['label']}: refused: {e.refused}"))
+            helps = advice_text(e.advice, e.advice_activations, rate)
+            if helps is not None:
+                out.print(line(f"    what would help: {helps}"))
 
 
 def _num(value: Any, digits: str = ",.0f") -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from rtlab.analysis import TailFit, once_per, p_text
+from rtlab.analysis import TailFit, advice_text, once_per, p_text
 from rtlab.analysis._pwcet_fit import GPDModel
 from rtlab.units import format_ns
 
@@ -17,7 +17,7 @@ from rtlab.units import format_ns
 DEFAULT_P = 1e-9
 #: The verdict row's pWCET fields (also CSV columns), None when not computed.
 FIELDS = ("p_exceed", "p_exceed_lo", "p_exceed_hi", "p_exceed_case", "p_exceed_method",
-          "p_exceed_refused")  # fmt: skip
+          "p_exceed_refused", "p_exceed_advice", "p_exceed_advice_activations")  # fmt: skip
 
 
 def series_exceedance(cases: list, deadline_ns: int) -> dict[str, Any]:
@@ -32,6 +32,8 @@ def series_exceedance(cases: list, deadline_ns: int) -> dict[str, Any]:
         c, e = refused[0]
         out["p_exceed_case"] = c.case.name
         out["p_exceed_refused"] = e.refused
+        out["p_exceed_advice"] = e.advice
+        out["p_exceed_advice_activations"] = e.advice_activations
         return out
     c, e = max(found, key=lambda ce: ce[1].hi)
     out.update(
@@ -69,7 +71,10 @@ def headline(v: dict[str, Any], rate_hz: float, confidence: float = 0.9) -> str 
     head = f"{v['series']}: {misses} measured miss{'es' if misses != 1 else ''}; "
     what = f"P(latency > {format_ns(dl)}) per activation"
     if v.get("p_exceed_refused"):
-        return head + f"no bound on {what}: {v['p_exceed_case']}: {v['p_exceed_refused']}."
+        text = head + f"no bound on {what}: {v['p_exceed_case']}: {v['p_exceed_refused']}."
+        helps = advice_text(v.get("p_exceed_advice"), v.get("p_exceed_advice_activations"),
+                            rate_hz)  # fmt: skip
+        return text if helps is None else f"{text} What would help: {helps}."
     hi, lo, est = v["p_exceed_hi"], v["p_exceed_lo"], v["p_exceed"]
     return (
         head + f"{what} ≤ {p_text(hi)} ({confidence:.0%} interval {p_text(lo)}–{p_text(hi)}, "
