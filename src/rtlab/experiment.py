@@ -567,12 +567,12 @@ def _check_case(exp: Experiment, case: CaseRecord, catalog: Catalog) -> None:
             raise UserError(
                 f"{case_where(exp, case)} key {q(key)}: not an option of meter {q(meter)}{by}"
             )
-        why = _value_error(k, value, catalog)
-        if why:
-            raise UserError(f"{case_where(exp, case)} key {q(key)}: {why}")
-    why = check_probe_args(catalog, meter, p.get("probe_args", []))
-    if why:
-        raise UserError(f"{case_where(exp, case)} key 'probe_args': {why}")
+        bad = _value_error(k, value, catalog)
+        if bad:
+            raise UserError(f"{case_where(exp, case)} key {q(key)}: {bad}")
+    bad = check_probe_args(catalog, meter, p.get("probe_args", []))
+    if bad:
+        raise UserError(f"{case_where(exp, case)} key 'probe_args': {bad}")
 
 
 def load_experiment(

@@ -200,18 +200,18 @@ def stability_gate(method: str, n: int, times: np.ndarray, values: np.ndarray,
             splits.append(got)
     worst, where = 0.0, ""
     for got in splits:
-        for i, a in enumerate(got):
-            for b in got[i + 1 :]:
-                x, y = (a, b) if a.hi < b.lo else (b, a)
-                gap = y.lo - x.hi  # > 0: the intervals miss each other
-                rel = gap / max(min(x.hi - x.lo, y.hi - y.lo), 1e-9)
+        for i, one in enumerate(got):
+            for other in got[i + 1 :]:
+                lo_p, hi_p = (one, other) if one.hi < other.lo else (other, one)
+                gap = hi_p.lo - lo_p.hi  # > 0: the intervals miss each other
+                rel = gap / max(min(lo_p.hi - lo_p.lo, hi_p.hi - hi_p.lo), 1e-9)
                 if gap > 0 and rel > worst:
                     worst = rel
                     where = (
-                        f"of the {len(got)} parts, the one from activation {x.first}: "
-                        f"{x.estimate / 1e3:.4g} µs [{x.lo / 1e3:.4g}, {x.hi / 1e3:.4g}], "
-                        f"the one from {y.first}: {y.estimate / 1e3:.4g} µs "
-                        f"[{y.lo / 1e3:.4g}, {y.hi / 1e3:.4g}]"
+                        f"of the {len(got)} parts, the one from activation {lo_p.first}: "
+                        f"{lo_p.estimate / 1e3:.4g} µs [{lo_p.lo / 1e3:.4g}, {lo_p.hi / 1e3:.4g}], "
+                        f"the one from {hi_p.first}: {hi_p.estimate / 1e3:.4g} µs "
+                        f"[{hi_p.lo / 1e3:.4g}, {hi_p.hi / 1e3:.4g}]"
                     )
     ok = not where
     names = {2: "halves", 3: "thirds"}
