@@ -6,7 +6,6 @@
  * observed thread; the other measuring threads only hold the slots of the document and
  * wait.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -33,28 +32,6 @@
 #define TERM_GRACE_NS (1000 * NSEC_PER_MSEC) /* from SIGTERM to SIGKILL */
 #define NOMINAL_PERIOD_NS NSEC_PER_MSEC      /* raw ring sizing: activations are not ours */
 
-struct sched_params {
-	int64_t pid;
-	bool pid_set;
-	const char *comm;
-	/* every thread of the processes of this name (/proc/PID/comm) */
-	const char *process;
-	const char *tids; /* "TID[,TID...]" */
-	int samples;      /* enum sched_samples */
-	char **command;   /* -- CMD ARGS, or NULL */
-	int64_t slots;    /* --threads, or what the selection found */
-	pid_t proc;       /* the process whose threads are followed, 0: a fixed set */
-	pid_t child;      /* the command started, 0: none */
-	int child_status; /* its wait status once reaped */
-	bool child_reaped, child_stopped;
-	int start_errno;        /* the command could not be started: why */
-	uint64_t beyond;        /* threads of the process found after every slot was taken */
-	_Atomic int done;       /* thread 0 ended: the others stop holding their slot */
-	_Atomic int torn;       /* the other measuring threads past their end (conditions read) */
-	struct sched_trace *st; /* = &trace: writable through the const params of the loop */
-	struct sched_trace trace;
-};
-
 static const char *const sched_sample_words[] = { "any", "timer", "wakeup", NULL };
 
 static void sched_defaults(void *p)
@@ -72,193 +49,6 @@ static int64_t sched_period(const void *p, int index)
 	(void)p;
 	(void)index;
 	return NOMINAL_PERIOD_NS;
-}
-
-/* /proc/PID/task/TID/comm (or /proc/TID/comm when PID is 0) into BUF: 0 or -errno. */
-static int read_comm(pid_t pid, pid_t tid, char *buf, size_t len)
-{
-	char path[64];
-	ssize_t n;
-	int fd;
-
-	if (pid)
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", pid, tid);
-	else
-		snprintf(path, sizeof(path), "/proc/%d/comm", tid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	(void)close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
-	buf[strcspn(buf, "\n")] = '\0';
-	return 0;
-}
-
-/* Whether TID is alive: /proc/TID/stat exists and its state is not Z (nor X). */
-static bool alive(pid_t tid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", tid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	(void)close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	if (!(p = strrchr(buf, ')')) || p[1] != ' ')
-		return false;
-	return p[2] != 'Z' && p[2] != 'X';
-}
-
-static void assign(struct sched_trace *st, pid_t proc, pid_t tid, const char *comm)
-{
-	struct sched_thread *t = &st->th[st->nthreads];
-
-	t->tid = tid;
-	snprintf(t->comm, sizeof(t->comm), "%.15s", comm);
-	t->act_ns = INT64_MIN;
-	t->last_timer_act = INT64_MIN;
-	(void)proc;
-	st->nthreads++;
-}
-
-/* The threads of PROC (named COMM when given) not observed yet take the free slots. */
-static int discover(struct sched_params *s, pid_t proc, int64_t slots)
-{
-	char path[64], comm[32];
-	struct dirent *e;
-	int found = 0, slot;
-	DIR *d;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", proc);
-	if (!(d = opendir(path)))
-		return -errno;
-	s->beyond = 0;
-	while ((e = readdir(d))) {
-		pid_t tid = (pid_t)atoi(e->d_name);
-
-		if (tid <= 0 || read_comm(proc, tid, comm, sizeof(comm)) ||
-		    (s->comm && strcmp(comm, s->comm)))
-			continue;
-		found++;
-		if ((slot = sched_trace_slot(s->st, tid)) >= 0) {
-			/* a command's exec (chrt, taskset, a shell's exec) renames its thread */
-			snprintf(s->st->th[slot].comm, sizeof(s->st->th[slot].comm), "%.15s", comm);
-			continue;
-		}
-		if (s->st->nthreads < slots)
-			assign(s->st, proc, tid, comm);
-		else
-			s->beyond++;
-	}
-	(void)closedir(d);
-	return found;
-}
-
-/* Every thread of the system named COMM, outside this process. */
-static int by_comm(struct sched_params *s, int64_t slots)
-{
-	struct dirent *e;
-	int found = 0;
-	DIR *d = opendir("/proc");
-
-	if (!d)
-		return -errno;
-	while ((e = readdir(d))) {
-		pid_t pid = (pid_t)atoi(e->d_name);
-
-		if (pid > 0 && pid != getpid()) {
-			int n = discover(s, pid, slots);
-
-			found += n > 0 ? n : 0;
-		}
-	}
-	(void)closedir(d);
-	return found;
-}
-
-/* Every thread (named --comm when given) of the live processes whose name is NAME, as
- * pidof matches it: /proc/PID/comm, which the kernel cuts to 15 bytes. One process found
- * is followed (its later threads, its end); several are a fixed set. */
-static int by_process(struct sched_params *s, int64_t slots)
-{
-	char comm[32], name[16];
-	struct dirent *e;
-	int found = 0, procs = 0;
-	pid_t last = 0;
-	DIR *d = opendir("/proc");
-
-	if (!d)
-		return -errno;
-	snprintf(name, sizeof(name), "%.15s", s->process);
-	while ((e = readdir(d))) {
-		pid_t pid = (pid_t)atoi(e->d_name);
-		int n;
-
-		if (pid <= 0 || pid == getpid() || read_comm(0, pid, comm, sizeof(comm)) ||
-		    strcmp(comm, name) || !alive(pid) || (n = discover(s, pid, slots)) < 0)
-			continue;
-		found += n;
-		procs++;
-		last = pid;
-	}
-	(void)closedir(d);
-	if (procs == 1)
-		s->proc = last;
-	return procs ? found : -ESRCH;
-}
-
-/* "TID[,TID...]": each an existing thread. */
-static int by_tids(struct sched_params *s, struct opt_fault *at, char *err, size_t errlen)
-{
-	const char *p = s->tids;
-	char comm[32];
-
-	while (*p) {
-		char *end;
-		long v = strtol(p, &end, 10);
-
-		if (end == p || v <= 0 || v > 0x3fffffff || (*end && *end != ','))
-			return opts_refusef(at, "tid", s->tids, err, errlen,
-					    "--tid: \"%s\" is not a list of thread IDs", s->tids);
-		if (s->st->nthreads == SCHED_THREADS_MAX)
-			return opts_refusef(at, "tid", s->tids, err, errlen,
-					    "--tid: at most %d threads", SCHED_THREADS_MAX);
-		if (!alive((pid_t)v) || read_comm(0, (pid_t)v, comm, sizeof(comm)))
-			return opts_refusef(at, "tid", s->tids, err, errlen, "--tid: no thread %ld",
-					    v);
-		if (sched_trace_slot(s->st, (pid_t)v) < 0)
-			assign(s->st, 0, (pid_t)v, comm);
-		p = *end ? end + 1 : end;
-	}
-	if (!s->st->nthreads)
-		return opts_refusef(at, "tid", s->tids, err, errlen, "--tid: no thread ID given");
-	return 0;
-}
-
-/* The command's program can be found (as execvp would). */
-static bool runnable(const char *file)
-{
-	const char *path = getenv("PATH");
-	char buf[4096];
-
-	if (strchr(file, '/'))
-		return !access(file, X_OK);
-	for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
-		size_t n = strcspn(p, ":");
-
-		snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, p, file);
-		if (!access(buf, X_OK))
-			return true;
-		p += n + (p[n] == ':');
-	}
-	return false;
 }
 
 static int sched_nthreads(void *p, const struct common_params *c, struct opt_fault *at, char *err,
@@ -292,30 +82,30 @@ static int sched_nthreads(void *p, const struct common_params *c, struct opt_fau
 		if (c->threads_set || s->comm)
 			return opts_refusef(at, "tid", s->tids, err, errlen,
 					    "--tid names its threads: no --threads or --comm");
-		if ((rc = by_tids(s, at, err, errlen)))
+		if ((rc = sched_by_tids(s, at, err, errlen)))
 			return rc;
 		return s->st->nthreads;
 	}
 	s->slots = c->threads_set ? c->threads : SCHED_THREADS_MAX;
 	if (c->command) {
-		if (!runnable(c->command[0]))
+		if (!sched_runnable(c->command[0]))
 			return opts_refusef(at, NULL, c->command[0], err, errlen,
 					    "cannot run \"%s\": no such program", c->command[0]);
 		s->slots = c->threads_set ? c->threads : 1;
 		return (int)s->slots;
 	}
 	if (s->pid_set) {
-		if (!alive((pid_t)s->pid))
+		if (!sched_alive((pid_t)s->pid))
 			return opts_refusef(at, "pid", NULL, err, errlen, "--pid: no process %lld",
 					    (long long)s->pid);
 		s->proc = (pid_t)s->pid;
-		rc = discover(s, s->proc, s->slots);
+		rc = sched_discover(s, s->proc, s->slots);
 	} else if (s->process) {
-		if ((rc = by_process(s, s->slots)) == -ESRCH)
+		if ((rc = sched_by_process(s, s->slots)) == -ESRCH)
 			return opts_refusef(at, "process", s->process, err, errlen,
 					    "--process: no process named %.15s", s->process);
 	} else {
-		rc = by_comm(s, s->slots);
+		rc = sched_by_comm(s, s->slots);
 	}
 	if (rc <= 0 && !c->threads_set)
 		return opts_refusef(at, s->comm ? "comm" : "pid", s->comm, err, errlen,
@@ -446,13 +236,13 @@ static void read_policies(struct sched_trace *st)
 }
 
 /* Each observed thread's name now: a command's exec (chrt, taskset) renamed it after it was
- * found, and a drain that never ran dry may have kept discover() from seeing it. */
+ * found, and a drain that never ran dry may have kept sched_discover() from seeing it. */
 static void rename_threads(struct sched_trace *st)
 {
 	char comm[32];
 
 	for (int i = 0; i < st->nthreads; i++)
-		if (!read_comm(0, st->th[i].tid, comm, sizeof(comm)))
+		if (!sched_read_comm(0, st->th[i].tid, comm, sizeof(comm)))
 			snprintf(st->th[i].comm, sizeof(st->th[i].comm), "%.15s", comm);
 }
 
@@ -491,14 +281,14 @@ static void sched_loop(struct mthread *t, const void *p, const struct run_ctl *c
 		start_command(s);
 	for (;;) {
 		if (s->proc && !s->start_errno)
-			(void)discover(s, s->proc, s->slots);
+			(void)sched_discover(s, s->proc, s->slots);
 		sched_trace_filter(s->st);
 		read_policies(s->st);
 		sched_trace_drain(s->st, th);
 		now = mono_now_ns();
 		if (run_should_stop(ctl, 0, now - s->st->start_ns) || s->start_errno)
 			break;
-		if (s->child ? child_reaped(s, WNOHANG) : (s->proc && !alive(s->proc)))
+		if (s->child ? child_reaped(s, WNOHANG) : (s->proc && !sched_alive(s->proc)))
 			break; /* the program ended */
 		sleep_for_ns(READ_PERIOD_NS);
 	}

@@ -1,7 +1,8 @@
 /*
  * sched — latency of the threads of an unmodified program, observed from outside
  * through a private tracefs instance. sched.c: options, the threads observed, the
- * command started, the meter's lifecycle. sched_trace.c: the trace events and what
+ * command started, the meter's lifecycle. sched_find.c: the threads found in /proc.
+ * sched_trace.c: the trace events and what
  * they mean for each thread (timer and wake-up latency, run time, preemptions).
  */
 #ifndef RTLAB_METER_SCHED_H
@@ -13,6 +14,8 @@
 #include <sys/types.h>
 
 #include "../lib/cpulist.h"
+
+struct opt_fault;
 #include "../lib/nstat.h"
 #include "../lib/policy.h"
 #include "../lib/tracefs.h"
@@ -118,5 +121,37 @@ int64_t sched_thread_period(const struct sched_thread *t);
 struct jw;
 /* The thread's "sched" object. */
 void sched_thread_json(struct jw *w, const struct sched_thread *t, const struct sched_trace *s);
+
+/* The meter's parameters (sched.c), shared with the thread discovery (sched_find.c). */
+struct sched_params {
+	int64_t pid;
+	bool pid_set;
+	const char *comm;
+	/* every thread of the processes of this name (/proc/PID/comm) */
+	const char *process;
+	const char *tids; /* "TID[,TID...]" */
+	int samples;      /* enum sched_samples */
+	char **command;   /* -- CMD ARGS, or NULL */
+	int64_t slots;    /* --threads, or what the selection found */
+	pid_t proc;       /* the process whose threads are followed, 0: a fixed set */
+	pid_t child;      /* the command started, 0: none */
+	int child_status; /* its wait status once reaped */
+	bool child_reaped, child_stopped;
+	int start_errno;        /* the command could not be started: why */
+	uint64_t beyond;        /* threads of the process found after every slot was taken */
+	_Atomic int done;       /* thread 0 ended: the others stop holding their slot */
+	_Atomic int torn;       /* the other measuring threads past their end (conditions read) */
+	struct sched_trace *st; /* = &trace: writable through the const params of the loop */
+	struct sched_trace trace;
+};
+
+int sched_read_comm(pid_t pid, pid_t tid, char *buf, size_t len);
+bool sched_alive(pid_t tid);
+void sched_assign(struct sched_trace *st, pid_t proc, pid_t tid, const char *comm);
+int sched_discover(struct sched_params *s, pid_t proc, int64_t slots);
+int sched_by_comm(struct sched_params *s, int64_t slots);
+int sched_by_process(struct sched_params *s, int64_t slots);
+int sched_by_tids(struct sched_params *s, struct opt_fault *at, char *err, size_t errlen);
+bool sched_runnable(const char *file);
 
 #endif
