@@ -21,10 +21,14 @@
    (target >= 0.8), refusals counted apart. --runs-dir keeps the runs for another look.
    Side by side: the same with every gate ignored, and, with --baseline-src DIR (the
    src/ of an older rtlab, e.g. `git archive REV src`), that version's estimator.
+4. With --monitor ID: held out on a stored monitor's long run (bench/pwcet_monitor.py):
+   fitted on a short raw run on its CPU (--fit-raw FILE, else --seconds measured now),
+   the 90 % interval of the maximum over the monitor's activations against its observed
+   maximum, and per window; side by side with every gate ignored.
 
 Usage: python bench/pwcet.py [--replicates N] [--samples N] [--runs N] [--seconds S]
        [--runs-dir DIR] [--baseline-src DIR] [--skip-synthetic] [--skip-clustered]
-       [--skip-real] [--jobs N]
+       [--skip-real] [--jobs N] [--monitor ID [--results DIR] [--fit-raw FILE]]
 """
 
 from __future__ import annotations
@@ -295,15 +299,19 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=100_000)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--seconds", type=int, default=120)
-    ap.add_argument("--cpu", type=int, default=(os.cpu_count() or 1) - 1)
+    ap.add_argument("--cpu", type=int, help="3.: the CPU [the last]; 4.: [the monitor's first]")
     ap.add_argument("--runs-dir", type=Path, help="keep (and reuse) the raw runs here")
     ap.add_argument("--baseline-src", type=Path, help="src/ of an rtlab to compare with")
     ap.add_argument("--skip-synthetic", action="store_true")
     ap.add_argument("--skip-clustered", action="store_true")
     ap.add_argument("--skip-real", action="store_true")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--monitor", help="4.: a stored monitor's id as the held-out data")
+    ap.add_argument("--results", type=Path, default=Path("results"), help="the monitor's store")
+    ap.add_argument("--fit-raw", type=Path, help="4.: fit on this raw file (else run --seconds)")
     ap.add_argument("--predict-json", nargs="+", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    a.cpu_given, a.cpu = a.cpu, (os.cpu_count() or 1) - 1 if a.cpu is None else a.cpu
     if a.predict_json:  # the baseline's side of 3., in its own interpreter
         print(json.dumps([predict(f)[:4] for f in a.predict_json]))
         return 0
@@ -316,6 +324,16 @@ def main() -> int:
             print("\n3. prediction: skipped, needs root for SCHED_FIFO (or --runs-dir with runs)")
         else:
             prediction(a.runs, a.seconds, a.cpu, a.runs_dir, a.jobs, a.baseline_src)
+    if a.monitor:
+        from pwcet_monitor import held_out
+
+        from rtlab.errors import UserError
+
+        try:
+            held_out(a.results, a.monitor, a.fit_raw, a.seconds, a.cpu_given, ungated)
+        except UserError as e:
+            print(f"pwcet.py: {e}", file=sys.stderr)
+            return 2
     return 0
 
 

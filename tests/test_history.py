@@ -13,6 +13,7 @@ import copy
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -260,3 +261,105 @@ def test_board_facts_read_through_a_fixture_root(tmp_path):
     got = read_board(SysRoot(root))
     assert got["machine_id"] == app_specific_id(IDS["b"]) and got["dt_model"] is None
     assert board_identity({"hostname": "x", "board": got}).model == "X570"
+
+
+def _monitor(results: Path, mon_id: str, system: dict, maxima: list[int]) -> None:
+    """A stored monitor as `rtlab monitor` writes one (rtlab.monitor.create_monitor, rows
+    appended): one window per MAXIMA entry on CPU 1, a gap of 60 s after the second."""
+    from rtlab.monitor import MonitorManifest, MonitorSettings, append_row, create_monitor
+
+    t0 = 1_900_000_000.0
+    settings = MonitorSettings(cpus="1", period_ns=10**6, window_ns=300 * 10**9, le_ns=[10**5])
+    manifest = MonitorManifest(mon_id, mon_id, _utc(t0), settings, target=None)
+    rec = create_monitor(Store(results), manifest, system, {})
+    append_row(rec.rows_path, {"kind": "start", "utc": _utc(t0)})
+    t = t0
+    for i, mx in enumerate(maxima):
+        cpu = {"cpu": 1, "count": 300_000, "min_ns": 2_000, "max_ns": mx, "p99_ns": 9_000,
+               "sum_ns": 15 * 10**8, "misses": None, "overruns": 0, "le": [300_000]}  # fmt: skip
+        row = {"kind": "interval", "seq": i, "start_utc": _utc(t), "end_utc": _utc(t + 300),
+               "elapsed_ns": 300 * 10**9, "cpus": [cpu], "spikes": []}  # fmt: skip
+        append_row(rec.rows_path, row)
+        t += 300
+        if i == 1:
+            gap = {"kind": "gap", "start_utc": _utc(t), "end_utc": _utc(t + 60),
+                   "seconds": 60.0, "reason": "not running"}  # fmt: skip
+            append_row(rec.rows_path, gap)
+            t += 60
+
+
+def _utc(t: float) -> str:
+    from rtlab.monitor import utc_text
+
+    return utc_text(t)
+
+
+def test_monitors_belong_to_their_boards(rtlab, store, tmp_path):
+    results = tmp_path / "results"
+    shutil.copytree(store["results"], results)
+    r = ["--results", str(results)]
+    a1, _, a2, b2 = store["ids"]
+    # each monitor's board comes from its fingerprint, as an experiment's
+    sys_a = json.loads((results / a2 / "system.json").read_text())
+    sys_b = json.loads((results / b2 / "system.json").read_text())
+    _monitor(results, "20300101-000000-mon-a", sys_a, [40_000, 95_000, 60_000, 30_000])
+    _monitor(results, "20300101-000000-mon-b", sys_b, [50_000])
+    # and one measured here: this machine's board, with no experiment
+    done = subprocess.run(
+        [sys.executable, "-m", "rtlab.cli", "monitor", "--window", "1s", "--duration", "3s",
+         "--cpus", "0", "--policy", "other", "--name", "here", "--json", *r],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    here = json.loads(done.stdout)["id"]
+
+    rc, out, err = rtlab("history", *r, "--json")
+    assert rc == 0, err
+    boards = {b["name"]: b for b in json.loads(out)}
+    assert (boards["board-a"]["experiments"], boards["board-a"]["monitors"]) == (2, 1)
+    assert (boards["board-b"]["experiments"], boards["board-b"]["monitors"]) == (2, 1)
+    (mine,) = [b for n, b in boards.items() if n not in ("board-a", "board-b")]
+    assert (mine["experiments"], mine["monitors"]) == (0, 1)
+    assert boards["board-a"]["last_utc"].startswith("2030-")  # the monitor is the newest
+
+    rc, out, err = rtlab("history", "board-a", *r, "--json")
+    assert rc == 0, err
+    h = json.loads(out)
+    assert [e["id"] for e in h["experiments"]] == [a1, a2]
+    (m,) = h["monitors"]
+    assert m["id"] == "20300101-000000-mon-a" and m["kernel"] == "6.6.0-a"
+    assert (m["windows"], m["gaps"], m["gap_s"], m["max_ns"]) == (4, 1, 60.0, 95_000)
+    assert m["start_utc"] == _utc(1_900_000_000.0)
+    assert m["end_utc"] == _utc(1_900_000_000.0 + 4 * 300 + 60)
+    assert m["worst_utc"] == _utc(1_900_000_000.0 + 300) and m["setup"]
+    rc, out, err = rtlab("history", "board-a", *r)
+    assert rc == 0 and "20300101-000000-mon-a" in out and "95.0" in out and a1 in out
+    assert "mon-b" not in out
+
+    rc, out, err = rtlab("history", mine["board"], *r, "--json")
+    assert rc == 0, err
+    h = json.loads(out)
+    assert h["experiments"] == [] and [x["id"] for x in h["monitors"]] == [here]
+    assert h["identity"]["key"] == mine["board"] and h["monitors"][0]["windows"] >= 1
+    rc, _, err = rtlab("history", mine["board"], *r, "--plot", str(tmp_path / "x.svg"))
+    assert rc == 2 and "no experiment to plot" in err
+
+    # rtlab list shows the monitors beside the experiments
+    rc, out, err = rtlab("list", *r, "--json")
+    assert rc == 0, err
+    mons = {x["id"]: x for x in json.loads(out) if x["source"] == "monitor"}
+    assert set(mons) == {"20300101-000000-mon-a", "20300101-000000-mon-b", here}
+    assert mons["20300101-000000-mon-a"]["done"] == 4
+    assert mons["20300101-000000-mon-a"]["board_name"] == "board-a"
+    rc, out, _ = rtlab("list", *r)
+    assert rc == 0 and "4 windows" in out
+
+    # a damaged monitor is skipped with a warning; damaged rows of a listed board: exit 2
+    (results / "20300101-000000-mon-b" / "monitor.json").write_text("{")
+    rc, out, err = rtlab("history", *r, "--json")
+    assert rc == 0 and "skipped" in err and "mon-b" in err
+    assert {b["name"]: b for b in json.loads(out)}["board-b"]["monitors"] == 0
+    with (results / "20300101-000000-mon-a" / "intervals.jsonl").open("a") as f:
+        f.write("{not json\n")
+    rc, _, err = rtlab("history", "board-a", *r)
+    assert rc == 2 and "intervals.jsonl" in err and len(err.strip().splitlines()) == 1

@@ -5,9 +5,9 @@ setups and a statistic, and each board's baseline (results/baselines.json).
                               "set_utc"}}}: written whole (temporary file, rename) under
                               a lock (results/.baselines.lock)
 
-A board is rtlab.system.board_identity of an experiment (its target's name, else its
-machine ID, else its host name); `Store.listing` indexes it, so listing the boards reads
-no experiment.
+A board is rtlab.system.board_identity of an experiment or a monitor (its target's name,
+else its machine ID, else its host name); `Store.listing` indexes the experiments', so
+listing the boards reads no experiment (a monitor's manifest and fingerprint are read).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 from rtlab._input import load_json, read_regular
 from rtlab.analysis import Comparison, Metric, Threshold
 from rtlab.errors import UserError
+from rtlab.monitor._board import StoredMonitor, stored_monitors
 from rtlab.records import DamagedRecord, utc_now
 from rtlab.results import (
     all_case_stats,
@@ -45,15 +46,16 @@ MAX_BASELINES_VALUES = 1 << 18
 
 @dataclass
 class Board:
-    """A board of the store and its experiments (ids, oldest first)."""
+    """A board of the store, its experiments and its monitors (ids, oldest first)."""
 
     key: str
     name: str
     experiments: list[str] = field(default_factory=list)
+    monitors: list[str] = field(default_factory=list)
     first_utc: str = ""
     last_utc: str = ""
     kernels: list[str] = field(default_factory=list)  # releases, in order of first use
-    identity: BoardId | None = None  # of its newest experiment
+    identity: BoardId | None = None  # of its newest experiment, else its newest monitor
 
     def to_dict(self) -> dict[str, Any]:
         ident = self.identity.to_dict() if self.identity else {}
@@ -65,14 +67,16 @@ class Board:
             "model": ident.get("model"),
             "hostname": ident.get("hostname"),
             "experiments": len(self.experiments),
+            "monitors": len(self.monitors),
             "first_utc": self.first_utc,
             "last_utc": self.last_utc,
             "kernels": self.kernels,
         }
 
 
-def boards(store: Store) -> list[Board]:
-    """Every board with an experiment in STORE, by name."""
+def boards(store: Store, monitors: Sequence[StoredMonitor] | None = None) -> list[Board]:
+    """Every board with an experiment or a monitor in STORE (MONITORS: its monitors, when
+    read already), by name."""
     found: dict[str, Board] = {}
     for row in store.listing():
         key = row.get("board") or "unknown"
@@ -85,6 +89,17 @@ def boards(store: Store) -> list[Board]:
     for b in found.values():
         with contextlib.suppress(UserError):
             b.identity = store.open(b.experiments[-1]).board()
+    for mon in stored_monitors(store) if monitors is None else monitors:
+        b = found.setdefault(mon.board.key, Board(mon.board.key, mon.board.name))
+        created = mon.rec.manifest.created_utc
+        b.monitors.append(mon.rec.id)
+        b.first_utc = min(filter(None, (b.first_utc, created)), default="")
+        b.last_utc = max(filter(None, (b.last_utc, created)), default="")
+        if not b.experiments:
+            b.identity = mon.board
+        kernel = mon.rec.system().get("kernel_release")
+        if isinstance(kernel, str) and kernel not in b.kernels:
+            b.kernels.append(kernel)
     return sorted(found.values(), key=lambda b: (b.name, b.key))
 
 

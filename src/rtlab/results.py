@@ -10,7 +10,7 @@ import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from rtlab.records import CaseRecord
 from rtlab.store import ExperimentRecord
 from rtlab.system import virt_label
 from rtlab.system._setup import setup_description, setup_names
+
+if TYPE_CHECKING:
+    from rtlab.monitor import MonitorRecord
 
 
 def effective_deadline(rec: ExperimentRecord, deadline_ns: int | None) -> int | None:
@@ -227,8 +230,9 @@ def pivot_cases(
     return out
 
 
-def setup_facts(rec: ExperimentRecord) -> dict[str, Any]:
-    """The audit's facts (audit.json) when stored, else the fingerprint (system.json)."""
+def setup_facts(rec: ExperimentRecord | MonitorRecord) -> dict[str, Any]:
+    """The audit's facts (audit.json) when stored, else the fingerprint (system.json), of
+    an experiment or a monitor."""
     try:
         facts = json.loads((rec.path / "audit.json").read_bytes()).get("facts")
     except (OSError, ValueError, AttributeError, RecursionError):

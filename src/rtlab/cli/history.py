@@ -19,6 +19,8 @@ from rtlab.cli._common import (
 )
 from rtlab.errors import UserError
 from rtlab.history import board_history, board_records, boards, load_baselines, match_board
+from rtlab.monitor._board import MonitorRow, monitor_row, stored_monitors
+from rtlab.units import format_ns
 
 MAX_CASES = 20
 
@@ -55,9 +57,11 @@ def history(
     as_json: bool,
     results_dir: str,
 ) -> int:
-    """The boards known (without BOARD), or BOARD's experiments over time: each one's
-    setup (what differs between them: kernel, preemption model, boot line, tuning), the
-    kernel changes marked, and --stat of each --case.
+    """The boards known (without BOARD) with their experiments and monitors, or BOARD's
+    experiments over time: each one's setup (what differs between them: kernel,
+    preemption model, boot line, tuning), the kernel changes marked, and --stat of each
+    --case; then BOARD's monitors (`rtlab monitor`): when each ran, its windows, its gaps,
+    its worst window's maximum and its setup.
 
     A board is the target an experiment ran through (its name), else the machine it ran
     on (its machine ID, else its host name). BOARD is a board's name or key, or a unique
@@ -73,7 +77,8 @@ def history(
         if not c.strip() or not c.isprintable():
             raise click.BadParameter(f"bad case name {c!r}", param_hint="--case")
     store = store_from(results_dir)
-    known = boards(store)
+    stored = stored_monitors(store)
+    known = boards(store, stored)
     baselines = load_baselines(store)
     if board is None:
         if cases or plot_path:
@@ -84,10 +89,14 @@ def history(
     key = match_board(known, board)
     recs = board_records(store, key)
     rows = board_history(recs, wanted, cases)
+    mons = [monitor_row(m.rec) for m in stored if m.board.key == key]
     warn_store(store)
     name = next(b.name for b in known if b.key == key)
+    ident = recs[-1].board() if recs else next(m.board for m in stored if m.board.key == key)
     base = baselines.get(key, {}).get("experiment")
     written = None
+    if plot_path and not rows:
+        raise click.UsageError(f"{name} has no experiment to plot (its monitors: rtlab report ID)")
     if plot_path:
         from rtlab.report._history import history_plot
         from rtlab.report.plots import save
@@ -101,28 +110,27 @@ def history(
             {
                 "board": key,
                 "name": name,
-                "identity": recs[-1].board().to_dict() if recs else None,
+                "identity": ident.to_dict(),
                 "stat": wanted.key,
                 "baseline": base,
                 "plot": str(written) if written else None,
                 "experiments": [r.to_dict() for r in rows],
+                "monitors": [m.to_dict() for m in mons],
             }
         )
         return 0
     out_c = console()
-    ident = recs[-1].board() if recs else None
-    if ident is not None:
-        facts = [
-            f"{k} {v}"
-            for k, v in (
-                ("target", ident.target),
-                ("model", ident.model),
-                ("host", ident.hostname),
-                ("machine ID", ident.machine_id and ident.machine_id[:12]),
-            )
-            if v
-        ]
-        out_c.print(line((name, "bold"), f" ({key})" + (": " + ", ".join(facts) if facts else "")))
+    facts = [
+        f"{k} {v}"
+        for k, v in (
+            ("target", ident.target),
+            ("model", ident.model),
+            ("host", ident.hostname),
+            ("machine ID", ident.machine_id and ident.machine_id[:12]),
+        )
+        if v
+    ]
+    out_c.print(line((name, "bold"), f" ({key})" + (": " + ", ".join(facts) if facts else "")))
     columns = list(dict.fromkeys(k for r in rows for k in r.values))
     table = []
     for r in rows:
@@ -136,10 +144,33 @@ def history(
         )
     headers = ["experiment", "created", "kernel", "setup"]
     headers += [f"{wanted.label} {c}" for c in columns] + ["marks"]
-    out_c.print(rich_table(None, headers, table, right_from=4))
+    if table:
+        out_c.print(rich_table(None, headers, table, right_from=4))
+    if mons:
+        out_c.print(_monitor_table(mons))
     if written:
         click.echo(f"plot: {visible(written)}")
     return 0
+
+
+def _monitor_table(mons: list[MonitorRow]) -> object:
+    table = [
+        [
+            m.id,
+            m.start_utc or m.created_utc or "-",
+            m.end_utc or "-",
+            m.kernel or "-",
+            m.setup,
+            m.windows,
+            f"{m.gaps} ({m.gap_s:g} s)" if m.gaps else "0",
+            format_ns(m.max_ns),
+            m.worst_utc or "-",
+        ]
+        for m in mons
+    ]
+    headers = ["monitor", "start", "end", "kernel", "setup", "windows", "gaps", "worst max",
+               "worst window"]  # fmt: skip
+    return rich_table(None, headers, table, right_from=5)
 
 
 def _print_boards(known: list, baselines: dict, as_json: bool) -> None:
@@ -149,7 +180,7 @@ def _print_boards(known: list, baselines: dict, as_json: bool) -> None:
         )
         return
     if not known:
-        click.echo("no experiments stored: no boards")
+        click.echo("no experiments or monitors stored: no boards")
         return
     rows = [
         [
@@ -157,11 +188,13 @@ def _print_boards(known: list, baselines: dict, as_json: bool) -> None:
             b.key if len(b.key) <= 48 else b.key[:47] + "…",
             (b.identity.model if b.identity else None) or "-",
             len(b.experiments),
+            len(b.monitors),
             f"{b.first_utc or '-'} … {b.last_utc or '-'}",
             ", ".join(b.kernels[-3:]) or "-",
             baselines.get(b.key, {}).get("experiment") or "-",
         ]
         for b in known
     ]
-    headers = ["board", "key", "model", "experiments", "from … to", "kernels", "baseline"]
+    headers = ["board", "key", "model", "experiments", "monitors", "from … to", "kernels",
+               "baseline"]  # fmt: skip
     console().print(rich_table(None, headers, rows, right_from=3))

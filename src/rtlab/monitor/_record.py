@@ -167,6 +167,18 @@ def read_monitor(path: Path) -> MonitorRecord:
     return MonitorRecord(path, MonitorManifest.from_dict(read_json(f), str(f), path.name))
 
 
+def monitor_names(store: Store) -> list[str]:
+    """The ids of the monitors in STORE, sorted ([] when it cannot be read)."""
+    try:
+        return sorted(
+            e.name
+            for e in os.scandir(store.root)
+            if not e.name.startswith(".") and e.is_dir() and is_monitor(Path(e.path))
+        )
+    except OSError:
+        return []
+
+
 def find_monitor(store: Store, mon_id: str) -> MonitorRecord | None:
     """The monitor MON_ID names (an id, a unique prefix of monitors' ids, or a directory);
     None when it names no monitor (it may name an experiment)."""
@@ -177,14 +189,7 @@ def find_monitor(store: Store, mon_id: str) -> MonitorRecord | None:
         return read_monitor(path.resolve())
     if "/" in mon_id or mon_id in (".", "..") or not store.root.is_dir():
         return None
-    try:
-        names = sorted(
-            e.name
-            for e in os.scandir(store.root)
-            if not e.name.startswith(".") and e.is_dir() and is_monitor(Path(e.path))
-        )
-    except OSError:
-        return None
+    names = monitor_names(store)
     if mon_id in names:
         return read_monitor(store.root / mon_id)
     matches = [n for n in names if n.startswith(mon_id)]
