@@ -97,14 +97,15 @@ def test_a_case_without_duration_is_refused():
 
 def test_the_audit_reads_this_machine_live():
     t = LocalTarget()
-    assert t.system_now() is LIVE_ROOT
+    assert t.processes_now() is LIVE_ROOT
     proot = t.process_root([os.getpid()])
     assert proot.live and proot.top is LIVE_ROOT
 
 
 def test_started_program_is_the_probes_child_in_its_group(tmp_path):
     """In a fake /proc: rtlab (100) -> probe (200, its own group) -> program (300, same
-    group) and a load (400, a group of its own); a zombie (500) is no program."""
+    group) and a load (400, a group of its own); a zombie (500) is no program, nor the
+    child of another group leader that rtlab started (800)."""
 
     def proc(pid, ppid, pgrp, state="S", comm="x y"):
         d = tmp_path / "proc" / str(pid)
@@ -118,6 +119,8 @@ def test_started_program_is_the_probes_child_in_its_group(tmp_path):
     proc(500, 200, 200, "Z")
     proc(600, 50, 600)  # a group leader that is no probe, and its child
     proc(700, 600, 600)
+    proc(800, 100, 800, comm="vng")  # rtlab's other child leading a group (a VM), its child
+    proc(900, 800, 800, comm="qemu-system-x86")
     assert started_pids(SysRoot(tmp_path), 100) == [300]
     assert started_pids(SysRoot(tmp_path), 1) == []
     # on a target (its probe's parent is a shell there): the child of any rtlab-probe

@@ -1,9 +1,11 @@
 /* The tracefs module on a fake tree (no root, no tracefs): sched_switch lines, the
- * instance names of dead runs, cpumask and buffer files, per-CPU trace and stats. */
+ * instance names of dead runs, cpumask and buffer files, per-CPU trace and stats; the
+ * time bound of a drain, on a pipe. */
 #include "check.h"
 #include "lib/tracefs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,6 +197,33 @@ static void test_tree(void)
 	CHECK_INT(tracefs_instance_remove(&in), 0); /* nothing left: no-op */
 }
 
+static void count_line(const char *line, void *arg)
+{
+	(void)line;
+	++*(int *)arg;
+}
+
+/* A pipe that holds more than one read: drained whole when time allows, one buffer's worth
+ * when its time is up (a trace written faster than it is read must not hold the reader). */
+static void test_drain_bound(void)
+{
+	char buf[64];
+	size_t len = 0;
+	int fds[2], lines = 0;
+
+	CHECK(pipe(fds) == 0);
+	CHECK(fcntl(fds[0], F_SETFL, O_NONBLOCK) == 0);
+	for (int i = 0; i < 100; i++)
+		CHECK(write(fds[1], "0123456789\n", 11) == 11);
+	CHECK(!tracefs_drain_lines(fds[0], buf, sizeof(buf), &len, 0, count_line, &lines));
+	CHECK(lines > 0 && lines < 100);
+	CHECK(tracefs_drain_lines(fds[0], buf, sizeof(buf), &len, INT64_MAX, count_line, &lines));
+	CHECK_INT(lines, 100);
+	CHECK_INT((int)len, 0);
+	close(fds[0]);
+	close(fds[1]);
+}
+
 int main(void)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -209,6 +238,7 @@ int main(void)
 	test_parse();
 	test_names();
 	test_tree();
+	test_drain_bound();
 	rc = check_report("test_tracefs");
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	(void)system(cmd);

@@ -7,9 +7,10 @@ case's duration. The document (what `rtlab audit --pid --json` prints, with the 
 PIDs and window) is stored beside the case's result, `cases/NNN.app-audit.json`.
 
 On this machine the audit reads the live /proc; on a board or virtual machine the
-target's probe reads it (`rtlab-probe sysinfo` to find the process, `sysinfo --pid` before
-and after the window: `Target.system_now` and `Target.process_root`). There a started
-program is the child of a process named rtlab-probe that leads its process group.
+target is looked at (its /proc/*/stat, to find the process: `Target.processes_now`) and
+its probe reads the process (`sysinfo --pid` before and after the window:
+`Target.process_root`). There a started program is the child of a process named
+rtlab-probe in that probe's process group (its shell's).
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ if TYPE_CHECKING:
 APP_AUDIT_SUFFIX = ".app-audit.json"
 APP_AUDIT_SCHEMA = 1
 WINDOW_SHARE = 0.5  # of the case's duration: the window starts once the probe measures
-FIND_FOR_S = 2.0  # how long the process is looked for (a started one execs first)
-MEASURING = ("start", "measure")  # the probe's progress phases once its loads settled
+FIND_FOR_S = 2.0  # the least time the process is looked for (a started one execs first)
+# The probe's progress phase once it measures (its first such line comes a quarter second
+# in): a command it starts has been forked by then, so a target's first look finds it.
+MEASURING = ("measure",)
 
 
 PROBE_COMM = "rtlab-probe"
@@ -61,9 +64,10 @@ def _stat(root: Root, pid: str) -> tuple[int, int, str, str] | None:
 
 
 def started_pids(root: Root, parent: int | None) -> list[int]:
-    """The program a probe run by PARENT (None: any process named rtlab-probe) started: a
-    live child of that probe in the probe's process group (its loads lead groups of their
-    own; here the probe leads its group, on a target it is in its shell's)."""
+    """The program a probe run by PARENT (None: by any process) started: a live child of a
+    process named rtlab-probe in that probe's process group (its loads lead groups of their
+    own; here the probe leads its group, on a target it is in its shell's). Other children
+    of PARENT that lead a group (a virtual machine's QEMU) are not probes."""
     stats = {}
     for name in root.listdir("proc") or []:
         if name.isdigit():
@@ -73,7 +77,7 @@ def started_pids(root: Root, parent: int | None) -> list[int]:
     probes = {
         pid: pgrp
         for pid, (ppid, pgrp, _, comm) in stats.items()
-        if ((ppid == parent and pgrp == pid) if parent is not None else comm == PROBE_COMM)
+        if comm == PROBE_COMM and (parent is None or (ppid == parent and pgrp == pid))
     }
     return sorted(
         pid for pid, (ppid, pgrp, _, _) in stats.items() if ppid in probes and pgrp == probes[ppid]
@@ -97,22 +101,24 @@ class CaseAppAudit:
             self._thread = threading.Thread(target=self._audit, daemon=True)
             self._thread.start()
 
-    def _find(self) -> list[int]:
-        """The program's processes, looked for until FIND_FOR_S has passed (on a remote
-        target each look is a round trip to its probe)."""
+    def _find(self, for_s: float) -> tuple[list[int], int]:
+        """The program's processes, looked for over FOR_S seconds (at least FIND_FOR_S; on
+        a remote target each look is a round trip to its probe), and the looks made."""
         live = self.target.root.live
         parent = os.getpid() if live else None  # there: the child of any rtlab-probe
-        until = time.monotonic() + FIND_FOR_S
+        until = time.monotonic() + max(FIND_FOR_S, for_s)
+        looks = 0
         while not self._stop.is_set():
-            root = self.target.system_now()
+            root = self.target.processes_now()
+            looks += 1
             if self.kind == ATTACH:
                 found = pids_of(root, self.case.params[ATTACH])
             else:
                 found = started_pids(root, parent)
             if found or time.monotonic() >= until:
-                return found
+                return found, looks
             self._stop.wait(0.02)
-        return []
+        return [], looks
 
     def _audit(self) -> None:
         duration_s = parse_duration_ns(self.case.params["duration"]) / 1e9
@@ -123,10 +129,14 @@ class CaseAppAudit:
                     f"the case lasts {duration_s:g} s: too short for a window of "
                     f"{MIN_WINDOW_S:g} s within it"
                 )
-            pids = self._find()
+            began = time.monotonic()
+            pids, looks = self._find(duration_s - window_s)  # the window still fits
             if not pids:
                 what = self.case.params.get(ATTACH) if self.kind == ATTACH else "its command"
-                raise UserError(f"no process of {what} found while the case ran")
+                raise UserError(
+                    f"no process of {what} found while the case ran ({looks} looks over "
+                    f"{time.monotonic() - began:.1f} s)"
+                )
             proot = self.target.process_root(pids)
 
             def wait(seconds: float) -> None:

@@ -3,6 +3,9 @@ booted once for the session (vm:KERNEL targets, virtme-ng + QEMU), with a boot l
 that isolates CPU 1. The guest sees this machine's root file system, so this rtlab and
 its probe run there at the same paths.
 
+One guest runs at a time (an emulated guest keeps a host CPU busy even when idle): the
+tests on the RT kernel run first, then its guest stops and the generic one boots.
+
 The kernels and QEMU are Debian packages of `make debs`: missing, they are a setup-class
 skip (a failure in CI as root). Only a machine that cannot run QEMU at all skips."""
 
@@ -76,32 +79,71 @@ class Guest:
         return shlex.quote(str(find_probe()))
 
 
-def _boot(kind: str) -> Iterator[Guest]:
-    if os.geteuid() != 0:
-        pytest.skip("booting a guest that measures as root needs root here")
-    need_tool("qemu-system-x86_64")
-    need_tool("depmod")
-    url = vm_url(kind)
-    target = open_target(url)
+class _Guests:
+    """The one guest booted now, by kind; booting another stops it first."""
+
+    def __init__(self) -> None:
+        self.kind: str | None = None
+        self.guest: Guest | None = None
+
+    def get(self, kind: str) -> Guest:
+        if self.kind != kind:
+            self.close()
+            if os.geteuid() != 0:
+                pytest.skip("booting a guest that measures as root needs root here")
+            need_tool("qemu-system-x86_64")
+            need_tool("depmod")
+            self.guest = Guest(open_target(vm_url(kind)), release(kind))
+            self.kind = kind
+        assert self.guest is not None
+        return self.guest
+
+    def close(self) -> None:
+        guest, self.guest, self.kind = self.guest, None, None
+        if guest is not None:
+            guest.target.close()
+
+
+@pytest.fixture(scope="session")
+def _guests() -> Iterator[_Guests]:
+    guests = _Guests()
     try:
-        yield Guest(target, release(kind))
+        yield guests
     finally:
-        target.close()
+        guests.close()
 
 
-@pytest.fixture(scope="session")
-def rt_guest() -> Iterator[Guest]:
-    yield from _boot("rt")
+@pytest.fixture
+def rt_guest(_guests: _Guests) -> Guest:
+    return _guests.get("rt")
 
 
-@pytest.fixture(scope="session")
-def generic_guest() -> Iterator[Guest]:
-    yield from _boot("generic")
+@pytest.fixture
+def generic_guest(_guests: _Guests) -> Guest:
+    return _guests.get("generic")
 
 
 @pytest.fixture(params=["rt", "generic"])
 def guest(request) -> Guest:
     return request.getfixturevalue(f"{request.param}_guest")
+
+
+def _kind(item: pytest.Item) -> int:
+    """0: the test needs the RT guest, 1: the generic one, 2: neither."""
+    names = getattr(item, "fixturenames", ())
+    callspec = getattr(item, "callspec", None)
+    kind = callspec.params.get("guest") if callspec is not None else None
+    kind = kind or next((k for k in ("rt", "generic") if f"{k}_guest" in names), None)
+    return {"rt": 0, "generic": 1}.get(kind, 2)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of this folder, in their places among the others, RT guest's first."""
+    here = Path(__file__).parent
+    slots = [i for i, item in enumerate(items) if here in item.path.parents]
+    ordered = sorted((items[i] for i in slots), key=_kind)  # stable: file order within
+    for i, item in zip(slots, ordered, strict=True):
+        items[i] = item
 
 
 SPINNER = Path(__file__).resolve().parents[1] / "probe" / "spinner.py"

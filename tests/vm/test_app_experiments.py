@@ -1,7 +1,14 @@
 """`app =` and `attach =` experiments on a vm: target (Debian's PREEMPT_RT kernel, CPU 1
 isolated), run through the session's booted guest: the program is built and started in
 the guest, the case measured there and its document brought back. Structure is asserted,
-never a latency (the guest is emulated)."""
+never a latency (the guest is emulated).
+
+Each command to the emulated guest takes 4-15 s here, so the application audit made
+while a case runs (a look for the program, then its files at both ends of the window)
+may not fit in the case: its document must be whole, and when it is done, right. That
+it is done on a target is asserted over SSH (tests/test_targets_ssh.py), and the
+audit's reading of these kernels by `rtlab audit --pid` in the guest
+(test_audit_app.py)."""
 
 from __future__ import annotations
 
@@ -28,14 +35,14 @@ def test_app_and_attach_cases_run_in_the_guest(rt_guest: Guest, tmp_path):
     # The guest's /tmp is its own: the program is built there, by this machine's compiler.
     g.sh(f"{cc} -O2 -o /tmp/periodic {PERIODIC}")
     attached = g.sh(
-        "setsid /tmp/periodic abs 1000 1000000 /tmp/attached.txt </dev/null >/dev/null 2>&1 "
+        "setsid /tmp/periodic abs 20000 100000 /tmp/attached.txt </dev/null >/dev/null 2>&1 "
         "& echo $!"
     ).strip()
     assert attached.isdigit(), attached
     exp = tmp_path / "app.toml"
     exp.write_text(
         '[defaults]\nduration = "6s"\nmlock = false\n'
-        '[[series]]\nname = "started"\napp = "/tmp/periodic abs 1000 1000000 /tmp/own.txt"\n'
+        '[[series]]\nname = "started"\napp = "/tmp/periodic abs 20000 100000 /tmp/own.txt"\n'
         'cpus = "isolated"\nsweep = { policy = ["fifo:70"] }\n'
         '[[series]]\nname = "attached"\nattach = "periodic"\n'
     )
@@ -57,10 +64,14 @@ def test_app_and_attach_cases_run_in_the_guest(rt_guest: Guest, tmp_path):
     att = json.loads((rec.path / rec.cases[1].document).read_text())
     assert att["sched"]["process"] == int(attached)
     assert sum(x["count"] for x in att["threads"]) > 0
-    # the application audit, read in the guest by its probe (sysinfo --pid)
+    # the application audit, read in the guest by its probe (sysinfo --pid), when in time
     for c, pid in zip(rec.cases, [started["sched"]["command"]["pid"], int(attached)], strict=True):
         audit = json.loads((rec.path / "cases" / f"{c.slug}.app-audit.json").read_text())
-        assert audit["status"] == "done" and audit["pids"] == [pid], audit
+        assert audit["status"] in ("done", "failed") and audit["case"] == c.index, audit
+        if audit["status"] == "failed":
+            assert audit["reason"], audit
+            continue
+        assert audit["pids"] == [pid], audit
         by_id = {x["id"]: x for x in audit["findings"]}
         assert by_id["app.memlock"]["status"] == "OK"  # periodic.c calls mlockall
         threads = audit["facts"]["threads"]

@@ -25,6 +25,8 @@
 #define TRACE_KB_TRACED 4096 /* kernel buffer of a traced CPU */
 #define TRACE_KB_OTHER 16
 #define READ_PERIOD_NS (10 * NSEC_PER_MSEC)
+#define DRAIN_SLICE_NS (100 * NSEC_PER_MSEC) /* a CPU's longest drain while running */
+#define DRAIN_LAST_NS (1000 * NSEC_PER_MSEC) /* and after the last sample */
 #define LOOKBACK_MIN_NS (50 * NSEC_PER_USEC)
 #define LOOKBACK_MAX_NS NSEC_PER_MSEC
 
@@ -263,12 +265,14 @@ static void drain_line(const char *line, void *arg)
 	on_line(d->x, d->c, line);
 }
 
-/* Read what CPU C's buffer holds now (non-blocking). */
-static void drain(struct explain *x, struct xcpu *c)
+/* Read what CPU C's buffer holds now (non-blocking), for at most SLICE_NS: a buffer filled
+ * faster than it is read must leave the reader to the other CPUs and to its stop. */
+static void drain(struct explain *x, struct xcpu *c, int64_t slice_ns)
 {
 	struct drain_ctx d = { x, c };
 
-	tracefs_drain_lines(c->fd, c->buf, sizeof(c->buf), &c->len, drain_line, &d);
+	tracefs_drain_lines(c->fd, c->buf, sizeof(c->buf), &c->len, mono_now_ns() + slice_ns,
+			    drain_line, &d);
 }
 
 static void *reader_main(void *arg)
@@ -278,11 +282,11 @@ static void *reader_main(void *arg)
 
 	while (!atomic_load(&x->stop)) {
 		for (int i = 0; i < x->ncpus; i++)
-			drain(x, &x->cpus[i]);
+			drain(x, &x->cpus[i], DRAIN_SLICE_NS);
 		(void)nanosleep(&ts, NULL);
 	}
 	for (int i = 0; i < x->ncpus; i++) /* what the last samples left */
-		drain(x, &x->cpus[i]);
+		drain(x, &x->cpus[i], DRAIN_LAST_NS);
 	return NULL;
 }
 

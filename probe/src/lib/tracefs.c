@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "timeutil.h"
 #include "tracefs.h"
 #include "xtrace.h"
 
@@ -270,9 +271,7 @@ static int int_after(const char *p, const char *key, long *out)
 	return errno || end == p + strlen(key) ? -EINVAL : 0;
 }
 
-/* One sched_switch line (format of events/sched/sched_switch/format): the line, its
- * time and the next task as xtrace.c reads every event; prev_* read here by their keys. */
-void tracefs_drain_lines(int fd, char *buf, size_t cap, size_t *len,
+bool tracefs_drain_lines(int fd, char *buf, size_t cap, size_t *len, int64_t until_ns,
 			 void (*fn)(const char *line, void *arg), void *arg)
 {
 	for (;;) {
@@ -280,7 +279,7 @@ void tracefs_drain_lines(int fd, char *buf, size_t cap, size_t *len,
 		char *p, *nl;
 
 		if (n <= 0)
-			return;
+			return true;
 		*len += (size_t)n;
 		buf[*len] = '\0';
 		for (p = buf; (nl = memchr(p, '\n', *len - (size_t)(p - buf))); p = nl + 1) {
@@ -291,9 +290,13 @@ void tracefs_drain_lines(int fd, char *buf, size_t cap, size_t *len,
 		memmove(buf, p, *len);
 		if (*len == cap - 1)
 			*len = 0; /* a line longer than the buffer: not an event we read */
+		if (mono_now_ns() >= until_ns)
+			return false;
 	}
 }
 
+/* One sched_switch line (format of events/sched/sched_switch/format): the line, its
+ * time and the next task as xtrace.c reads every event; prev_* read here by their keys. */
 int tracefs_parse_switch(const char *line, struct tracefs_switch *ev)
 {
 	const char *mark, *p = strstr(line, ": sched_switch: prev_comm=");

@@ -77,9 +77,11 @@ int tracefs_read_cpu_trace(const struct tracefs_instance *in, int cpu,
 int tracefs_cpu_lost(const struct tracefs_instance *in, int cpu, uint64_t *lost);
 
 /* Read what the non-blocking FD (a trace_pipe) holds now into BUF of CAP bytes, *LEN of
- * them a line not yet complete, and call FN with each whole line (without its newline).
+ * them a line not yet complete, and call FN with each whole line (without its newline),
+ * until it runs dry or CLOCK_MONOTONIC passes UNTIL_NS: a pipe filled faster than it is
+ * read (a slow or emulated CPU) must not hold its reader forever. True when it ran dry.
  * A line longer than the buffer is dropped. */
-void tracefs_drain_lines(int fd, char *buf, size_t cap, size_t *len,
+bool tracefs_drain_lines(int fd, char *buf, size_t cap, size_t *len, int64_t until_ns,
 			 void (*fn)(const char *line, void *arg), void *arg);
 
 /* Parse one sched_switch line of a trace file: 0, or -EINVAL when it is not one. */

@@ -106,8 +106,9 @@ int sched_trace_open(struct sched_trace *s, char *err, size_t errlen);
 void sched_trace_filter(struct sched_trace *s);
 /* Tracing off, instance removed; idempotent. */
 void sched_trace_close(struct sched_trace *s);
-/* Read what the instance holds now; samples go to TH[slot] (one per observed thread). */
-void sched_trace_drain(struct sched_trace *s, struct mthread *th);
+/* Read what the instance holds now, until CLOCK_MONOTONIC passes UNTIL_NS; samples go to
+ * TH[slot] (one per observed thread). */
+void sched_trace_drain(struct sched_trace *s, struct mthread *th, int64_t until_ns);
 /* Handle one trace line (exposed for the unit test). */
 void sched_trace_line(struct sched_trace *s, struct mthread *th, const char *line);
 /* The end of the run at the newest event: the time on a CPU of threads still running. */

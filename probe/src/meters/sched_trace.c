@@ -489,12 +489,12 @@ static void drain_line(const char *line, void *arg)
 	sched_trace_line(d->s, d->th, line);
 }
 
-void sched_trace_drain(struct sched_trace *s, struct mthread *th)
+void sched_trace_drain(struct sched_trace *s, struct mthread *th, int64_t until_ns)
 {
 	struct drain_ctx d = { s, th };
 
 	read_clock_offsets(s);
-	tracefs_drain_lines(s->fd, s->buf, sizeof(s->buf), &s->len, drain_line, &d);
+	(void)tracefs_drain_lines(s->fd, s->buf, sizeof(s->buf), &s->len, until_ns, drain_line, &d);
 }
 
 static int cmp_i64(const void *a, const void *b)

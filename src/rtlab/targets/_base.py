@@ -59,8 +59,9 @@ class Target(ABC):
         """What an experiment's manifest keeps of it (`--resume` opens it again)."""
         return None
 
-    def system_now(self) -> Root:
-        """Its system as it is now (processes come and go): the live tree here."""
+    def processes_now(self) -> Root:
+        """Its processes as they are now (they come and go), each one's /proc/PID/stat at
+        least: the live tree here."""
         return self.root
 
     def process_root(self, pids: list[int]) -> ProcessRoot:

@@ -94,10 +94,10 @@ class Remote(Target):
     def id_name(self) -> str | None:
         return self.name
 
-    def system_now(self) -> Root:
-        """A new `rtlab-probe sysinfo` of the target."""
+    def processes_now(self) -> Root:
+        """Each process's /proc/PID/stat there, read now."""
         assert self.session is not None
-        return self._call(self.session.snapshot())
+        return self._call(self.session.processes())
 
     def process_root(self, pids: list[int]) -> ProcessRoot:
         """The processes' files from the target's probe (`sysinfo --pid`), each time."""
