@@ -69,19 +69,27 @@ def gpd_quantile_profile_many(y: np.ndarray, x: float, a: float,
         ok = (t.min(axis=1) > -1.0) & (sigma > 0) & (xi >= lo) & np.isfinite(ll)
         return np.where(ok, ll, -np.inf)
 
+    _, best = _golden_max(f, lo, hi, iters)
+    # as in _profile: a maximum pressed against the lower end of the search
+    return np.maximum(best, f(np.maximum(edge, XI_MIN) + 1e-7))
+
+
+def _golden_max(f: Callable[[np.ndarray], np.ndarray], lo: np.ndarray, hi: np.ndarray,
+                iters: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Golden-section search for the maximum of F in [LO, HI], vectorised over rows:
+    (the point, F there)."""
     g = (math.sqrt(5) - 1) / 2
     c, d = hi - g * (hi - lo), lo + g * (hi - lo)
     fc, fd = f(c), f(d)
     for _ in range(iters):
-        left = fc >= fd
+        left = fc >= fd  # the maximum is in [lo, d]
         hi, lo = np.where(left, d, hi), np.where(left, lo, c)
         new_c = np.where(left, hi - g * (hi - lo), d)
         new_d = np.where(left, c, lo + g * (hi - lo))
         fnew = f(np.where(left, new_c, new_d))
         fc, fd = np.where(left, fnew, fd), np.where(left, fc, fnew)
         c, d = new_c, new_d
-    # as in _profile: a maximum pressed against the lower end of the search
-    return np.maximum(np.maximum(fc, fd), f(np.maximum(edge, XI_MIN) + 1e-7))
+    return np.where(fc >= fd, c, d), np.maximum(fc, fd)
 
 
 def _theta_profile(y: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -127,21 +135,8 @@ def gpd_fit_many(y: np.ndarray, iters: int = 40) -> tuple[np.ndarray, np.ndarray
     best = np.argmax(lls, axis=1)
     lo = tgrid[rows, np.maximum(best - 1, 0)]
     hi = tgrid[rows, np.minimum(best + 1, tgrid.shape[1] - 1)]
-    # golden-section search for the maximum in [lo, hi], vectorised over rows
-    g = (math.sqrt(5) - 1) / 2
-    c, d = hi - g * (hi - lo), lo + g * (hi - lo)
-    fc, fd = f(c), f(d)
-    for _ in range(iters):
-        left = fc >= fd  # the maximum is in [lo, d]
-        hi = np.where(left, d, hi)
-        lo = np.where(left, lo, c)
-        new_c = np.where(left, hi - g * (hi - lo), d)
-        new_d = np.where(left, c, lo + g * (hi - lo))
-        fnew = f(np.where(left, new_c, new_d))
-        fc, fd = np.where(left, fnew, fd), np.where(left, fc, fnew)
-        c, d = new_c, new_d
-    t = np.where(fc >= fd, c, d)
-    t = np.where(lls[rows, best] > np.maximum(fc, fd), tgrid[rows, best], t)
+    t, ft = _golden_max(f, lo, hi, iters)  # refined within the best bracket
+    t = np.where(lls[rows, best] > ft, tgrid[rows, best], t)
     xi, ll = _theta_profile(y, t / ymax)
     small = np.abs(t) < 1e-12
     sigma = np.where(small, ymean, xi / np.where(small, 1.0, t / ymax))
