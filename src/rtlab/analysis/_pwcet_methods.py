@@ -5,10 +5,13 @@ Peaks over threshold ("pot"): candidate thresholds leave K_MIN..K_MAX samples ab
 shape estimate agrees with the estimate above every higher candidate with at least
 1/STABLE_SPAN of its exceedances, within Z_STABLE standard errors of their difference (the
 estimates are nested, so that difference has variance (1 + xi)^2 (1/k_high - 1/k_low)):
-below it the shape drifts, which is the bias a too-low threshold brings. The choice is
-itself uncertain, so the interval is the hull of the intervals at the chosen threshold and
-the next HULL higher candidates (bench/pwcet.py measures what that buys: without it,
-90 % intervals covered the true quantile in 0.69-0.85 of its synthetic runs).
+below it the shape drifts, which is the bias a too-low threshold brings. When the
+goodness of fit alone rejects the GPD there (a bias the shape test missed, such as a
+lighter body just below the threshold), the threshold moves up, at most HULL candidates,
+and every gate is run again. The choice is itself uncertain, so the interval is the hull
+of the intervals at the chosen threshold and the next HULL higher candidates
+(bench/pwcet.py measures what that buys: without it, 90 % intervals covered the true
+quantile in 0.69-0.85 of its synthetic runs).
 
 Block maxima ("block-maxima"): blocks of B0 * 2^j consecutive activations (at most M_MAX
 and at least M_MIN blocks); a GEV is fitted to the maxima of each size, and the smallest
