@@ -261,3 +261,84 @@ def test_fits_match_scipy_stats():
         assert gll == pytest.approx(gev_loglik(m, mu, sigma, gxi))
         c, loc, scale = stats.genextreme.fit(m)  # scipy's shape is -xi
         assert gll >= stats.genextreme.logpdf(m, c, loc, scale).sum() - 1e-6
+
+
+def test_quantile_profile_many_matches_the_scalar_profile():
+    from rtlab.analysis._pwcet_fit import GPDModel, gpd_isf, gpd_quantile_profile_many
+
+    rng = np.random.default_rng(3)
+    y = gpd_isf(rng.random((4, 300)), 1.0, -0.1)
+    zeta, p = 0.01, 1e-9
+    for x in (2.0, 8.0, 30.0):  # below the sample maximum, near the truth, far above
+        many = gpd_quantile_profile_many(y, x, math.log(zeta / p))
+        one = [GPDModel(row, 1.0, 0.0, zeta, 1.0, -0.1, 0.0)._profile(x, p) for row in y]
+        assert many == pytest.approx(one, abs=1e-6)
+
+
+def test_calibrated_interval_is_the_scaled_cut_and_reproducible():
+    from rtlab.analysis._pwcet_fit import GPDModel, gpd_fit_many, gpd_isf
+
+    y = gpd_isf(np.random.default_rng(4).random(60), 1.0, -0.1)
+    xi, sigma, ll = (float(v[0]) for v in gpd_fit_many(y))
+    m = GPDModel(y, 1.0, 0.0, 0.01, sigma, xi, ll, seed=2)
+    f = m.calibration(1e-9, 0.9)
+    assert math.isfinite(f) and f > 0
+    again = GPDModel(y, 1.0, 0.0, 0.01, sigma, xi, ll, seed=2)
+    assert again.calibration(1e-9, 0.9) == f  # seeded
+    # a quantile 1e-7 beyond 60 excesses: the chi-squared cut is too short in samples
+    # this small, so the calibrated cut is wider, and its interval holds the plain one
+    assert f > 1
+    lo1, hi1 = m.interval(1e-9, 0.9)
+    lo, hi = m.interval(1e-9, 0.9, f)
+    assert lo < lo1 and hi > hi1
+    est, plo, phi = m.sf_interval(float(m.isf(1e-9)), 0.9, f)
+    assert plo < est < phi
+
+
+def test_estimate_interval_is_the_calibrated_hull(known):
+    _, _, fit = known
+    e = fit.estimate(1e-9)
+    f = next(f for f in fit.fits if f.method == "pot")
+    ends = [m.interval(1e-9, 0.9, m.calibration(1e-9, 0.9)) for m in [f.model, *f.hull]]
+    assert e.lo_ns == pytest.approx(min(lo for lo, _ in ends))
+    assert e.hi_ns == pytest.approx(max(hi for _, hi in ends))
+
+
+@pytest.mark.parametrize("rejections", [1, 99])
+def test_threshold_moves_up_when_only_the_fit_rejects_it(known, monkeypatch, rejections):
+    """A goodness-of-fit rejection at the lowest stable threshold moves the threshold up
+    one candidate at a time, at most HULL candidates; every other gate is unchanged."""
+    from rtlab.analysis import _pwcet_methods as pm
+
+    x, _, _ = known
+    idx = np.argsort(-x.astype(float), kind="stable")[:5001]
+    top = x[idx].astype(float)
+    plain = pm.fit_pot(x.size, top, idx, 0)
+    assert plain.refused is None and plain.params["unfit_thresholds"] == []
+    calls: list[float] = []
+    real = pm.fit_gate
+
+    def gate(method, a2, null, what):
+        calls.append(a2)
+        g = real(method, a2, null, what)
+        if len(calls) <= rejections:  # as if A^2 beat every bootstrap refit
+            return dataclasses.replace(g, p_value=1 / (null.size + 1), passed=False)
+        return g
+
+    monkeypatch.setattr(pm, "fit_gate", gate)
+    f = pm.fit_pot(x.size, top, idx, 0)
+    moved = f.params["unfit_thresholds"]
+    cands = sorted({plain.params["threshold_ns"], *plain.params["hull_thresholds_ns"]})
+    steps = min(rejections, pm.HULL)
+    assert [m["threshold_ns"] for m in moved] == cands[: len(moved)]
+    assert all(m["fit_p"] <= 0.01 for m in moved)
+    assert f.params["threshold_ns"] == cands[steps]
+    assert all(h > f.params["threshold_ns"] for h in f.params["hull_thresholds_ns"])
+    assert len(calls) == steps + 1  # one goodness-of-fit test per threshold tried
+    names = [g.name for g in f.gates]
+    assert names.count("fit") == 1 and names.count("mixture") == 1
+    if rejections > pm.HULL:  # nowhere near the stable choice does the GPD fit: refused
+        assert len(moved) == pm.HULL and f.refused is not None and "fit" in names
+        assert "stability" not in names
+    else:
+        assert len(moved) == 1 and f.refused is None and names[-1] == "stability"

@@ -183,10 +183,10 @@ class TailFit:
                 "it): the empirical percentile answers it"
             )
         value = float(m.isf(p))
-        lo, hi = m.interval(p, self.confidence)
+        lo, hi = _interval(m, p, self.confidence)
         for h in f.hull:  # the next higher thresholds on the grid: their intervals too
             if p < h.zeta:
-                hlo, hhi = h.interval(p, self.confidence)
+                hlo, hhi = _interval(h, p, self.confidence)
                 lo, hi = min(lo, hlo), max(hi, hhi)
         if not math.isfinite(hi):
             return (
@@ -250,10 +250,10 @@ class TailFit:
             k = int(np.count_nonzero(np.asarray(self.samples) > x_ns))
             ci = stats.binomtest(k, self.n).proportion_ci(confidence_level=conf, method="exact")
             return Exceedance(x_ns, conf, k / self.n, ci.low, ci.high, "empirical", None)
-        prob, lo, hi = m.sf_interval(float(x_ns), conf)
+        prob, lo, hi = _sf_interval(m, float(x_ns), conf)
         for h in f.hull:
             if x_ns > h.threshold:
-                _, hlo, hhi = h.sf_interval(float(x_ns), conf)
+                _, hlo, hhi = _sf_interval(h, float(x_ns), conf)
                 lo, hi = min(lo, hlo), max(hi, hhi)
         if len(live) == 2:  # as for estimates: both methods must agree
             other, olo, ohi = _fitted(live[1]).sf_interval(float(x_ns), conf)
@@ -296,6 +296,24 @@ class TailFit:
 
 
 SurvivalFn = Callable[[float], np.ndarray]
+
+
+def _interval(m: GPDModel | GEVModel, p: float, conf: float) -> tuple[float, float]:
+    """The profile-likelihood interval of the quantile at P; for a GPD tail with the cut
+    calibrated by its parametric bootstrap (`GPDModel.calibration`)."""
+    if isinstance(m, GPDModel):
+        return m.interval(p, conf, m.calibration(p, conf))
+    return m.interval(p, conf)
+
+
+def _sf_interval(m: GPDModel | GEVModel, x_ns: float, conf: float) -> tuple[float, float, float]:
+    """`_interval` read the other way: P(X > x_ns) with its interval, for a GPD tail
+    calibrated at the estimated probability (at the end of the fitted tail, when x_ns is
+    beyond it, at 1e-12 of the exceedance rate)."""
+    if isinstance(m, GPDModel):
+        p = min(max(float(m.sf(x_ns)), m.zeta * 1e-12), m.zeta * 0.5)
+        return m.sf_interval(x_ns, conf, m.calibration(p, conf))
+    return m.sf_interval(x_ns, conf)
 
 
 def _fitted(f: MethodFit) -> GPDModel | GEVModel:
