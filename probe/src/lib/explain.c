@@ -25,8 +25,6 @@
 #define TRACE_KB_TRACED 4096 /* kernel buffer of a traced CPU */
 #define TRACE_KB_OTHER 16
 #define READ_PERIOD_NS (10 * NSEC_PER_MSEC)
-#define DRAIN_SLICE_NS (100 * NSEC_PER_MSEC) /* a CPU's longest drain while running */
-#define DRAIN_LAST_NS (1000 * NSEC_PER_MSEC) /* and after the last sample */
 #define LOOKBACK_MIN_NS (50 * NSEC_PER_USEC)
 #define LOOKBACK_MAX_NS NSEC_PER_MSEC
 
@@ -282,11 +280,11 @@ static void *reader_main(void *arg)
 
 	while (!atomic_load(&x->stop)) {
 		for (int i = 0; i < x->ncpus; i++)
-			drain(x, &x->cpus[i], DRAIN_SLICE_NS);
+			drain(x, &x->cpus[i], TRACEFS_DRAIN_SLICE_NS);
 		(void)nanosleep(&ts, NULL);
 	}
 	for (int i = 0; i < x->ncpus; i++) /* what the last samples left */
-		drain(x, &x->cpus[i], DRAIN_LAST_NS);
+		drain(x, &x->cpus[i], TRACEFS_DRAIN_LAST_NS);
 	return NULL;
 }
 

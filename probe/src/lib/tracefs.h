@@ -76,6 +76,10 @@ int tracefs_read_cpu_trace(const struct tracefs_instance *in, int cpu,
 /* Events of CPU lost because the buffer was full ("overrun" of per_cpu/cpuN/stats). */
 int tracefs_cpu_lost(const struct tracefs_instance *in, int cpu, uint64_t *lost);
 
+/* How long one tracefs_drain_lines() may read: while measuring, and after the end. */
+#define TRACEFS_DRAIN_SLICE_NS 100000000LL /* the longest drain while measuring */
+#define TRACEFS_DRAIN_LAST_NS 1000000000LL /* and the last one, after the end */
+
 /* Read what the non-blocking FD (a trace_pipe) holds now into BUF of CAP bytes, *LEN of
  * them a line not yet complete, and call FN with each whole line (without its newline),
  * until it runs dry or CLOCK_MONOTONIC passes UNTIL_NS: a pipe filled faster than it is

@@ -29,10 +29,6 @@
 #include "probe.h"
 
 #define READ_PERIOD_NS (10 * NSEC_PER_MSEC)
-/* A drain's longest stretch in the loop, then after the end: a trace written faster than
- * it is read (an emulated CPU) then ends the run on time, its backlog left unread. */
-#define DRAIN_SLICE_NS (100 * NSEC_PER_MSEC)
-#define DRAIN_LAST_NS (1000 * NSEC_PER_MSEC)
 #define TERM_GRACE_NS (1000 * NSEC_PER_MSEC) /* from SIGTERM to SIGKILL */
 #define NOMINAL_PERIOD_NS NSEC_PER_MSEC      /* raw ring sizing: activations are not ours */
 
@@ -288,7 +284,7 @@ static void sched_loop(struct mthread *t, const void *p, const struct run_ctl *c
 			(void)sched_discover(s, s->proc, s->slots);
 		sched_trace_filter(s->st);
 		read_policies(s->st);
-		sched_trace_drain(s->st, th, mono_now_ns() + DRAIN_SLICE_NS);
+		sched_trace_drain(s->st, th, mono_now_ns() + TRACEFS_DRAIN_SLICE_NS);
 		now = mono_now_ns();
 		if (run_should_stop(ctl, 0, now - s->st->start_ns) || s->start_errno)
 			break;
@@ -296,7 +292,7 @@ static void sched_loop(struct mthread *t, const void *p, const struct run_ctl *c
 			break; /* the program ended */
 		sleep_for_ns(READ_PERIOD_NS);
 	}
-	sched_trace_drain(s->st, th, mono_now_ns() + DRAIN_LAST_NS);
+	sched_trace_drain(s->st, th, mono_now_ns() + TRACEFS_DRAIN_LAST_NS);
 	sched_trace_finish(s->st);
 	read_policies(s->st);
 	rename_threads(s->st);
